@@ -1,0 +1,1 @@
+"""Backends behind small interfaces: planners, TTS engines (and later rooms, LLMs)."""

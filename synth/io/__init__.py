@@ -1,0 +1,1 @@
+"""Reading and writing files: configs, audio, shards, run folders."""

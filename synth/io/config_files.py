@@ -1,0 +1,94 @@
+"""Load YAML configs and seeds into models, with one-line errors naming file, field and value."""
+
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+from typing import TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from ..errors import UserError
+from ..schema.config import PipelineConfig
+from ..schema.seed import ScenarioSeed
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _format_loc(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(top level)"
+
+
+def validation_message(path: Path | str, err: ValidationError) -> str:
+    """First error of ``err`` as ``file: field: message (got value)``, plus a count of the rest."""
+    first = err.errors()[0]
+    loc = tuple(p for p in first["loc"] if not (isinstance(p, str) and p in _UNION_TAGS))
+    msg = first["msg"].removeprefix("Value error, ")
+    value = first.get("input")
+    shown = repr(value) if not isinstance(value, dict) else "a mapping"
+    more = len(err.errors()) - 1
+    tail = f" [+{more} more]" if more > 0 else ""
+    return f"{path}: {_format_loc(loc)}: {msg} (got {shown}){tail}"
+
+
+# pydantic puts the discriminator tag of a union member in the error location; drop it.
+_UNION_TAGS = {"fixed", "uniform", "normal", "lognormal", "gamma", "int_uniform"}
+
+
+def load_yaml_model(path: Path | str, model: type[M]) -> M:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise UserError(f"{path}: cannot read: {e.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else "?"
+        raise UserError(f"{path}: {where}: not valid YAML ({getattr(e, 'problem', e)})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: (top level): expected a mapping (got {type(data).__name__})")
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise UserError(validation_message(path, e)) from None
+
+
+def load_seed(path: Path | str) -> ScenarioSeed:
+    seed = load_yaml_model(path, ScenarioSeed)
+    if Path(path).stem != seed.id:
+        raise UserError(f"{path}: id: must equal the file name stem {Path(path).stem!r} (got {seed.id!r})")
+    return seed
+
+
+def load_pipeline(path: Path | str) -> PipelineConfig:
+    return load_yaml_model(path, PipelineConfig)
+
+
+def resolve_seed_paths(config: PipelineConfig, pipeline_path: Path | str) -> list[Path]:
+    """Seed files matched by the pipeline's globs, relative to the pipeline file, sorted."""
+    base = Path(pipeline_path).resolve().parent
+    found: set[Path] = set()
+    for i, pattern in enumerate(config.seeds):
+        matches = [Path(p) for p in glob.glob(str(base / pattern))]
+        if not matches:
+            raise UserError(f"{pipeline_path}: seeds[{i}]: matches no file (got {pattern!r})")
+        found.update(p.resolve() for p in matches)
+    return sorted(found)
+
+
+def load_seeds(config: PipelineConfig, pipeline_path: Path | str) -> list[ScenarioSeed]:
+    seeds = [load_seed(p) for p in resolve_seed_paths(config, pipeline_path)]
+    ids = [s.id for s in seeds]
+    dup = {i for i in ids if ids.count(i) > 1}
+    if dup:
+        raise UserError(f"{pipeline_path}: seeds: duplicate seed id {sorted(dup)[0]!r}")
+    return seeds

@@ -1,0 +1,35 @@
+"""Base model and small shared types. Imports nothing heavy."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, StringConstraints
+
+Slug = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$", max_length=120)]
+"""An identifier without dots or spaces (safe as a WebDataset key and a file name)."""
+
+Language = Literal["en", "zh", "en-zh"]
+WordLang = Literal["en", "zh"]
+Speaker = Literal["user", "system", "third_party", "background", "backend"]
+FloorIntent = Literal["take", "hold", "none"]
+Relation = Literal[
+    "responds_to",
+    "continues",
+    "interrupts",
+    "backchannels_on",
+    "addresses_other",
+    "delegates_for",
+    "delivers_result_of",
+    "supersedes",
+]
+Completion = Literal["complete", "interrupted"]
+
+CHANNEL_ORDER = ("user", "system")
+"""ch0 is the user side (what the system's microphone hears), ch1 the system's clean speech."""
+
+
+class Model(BaseModel):
+    """Frozen, strict record: unknown fields are errors, instances are values."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")

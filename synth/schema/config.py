@@ -1,0 +1,109 @@
+"""Pipeline configuration: everything a run needs, with embedded defaults.
+
+Timing laws are LABELS.md §3 in milliseconds; any of them can be overridden per pipeline.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from .common import Model, Slug
+from .dist import Distribution, Gamma, LogNormal, Normal, Uniform
+
+
+class TimingLaws(Model):
+    system_gap_ms: Distribution = Gamma(k=3, theta=100)
+    system_early_start_prob: float = Field(default=0.08, ge=0, le=1)
+    system_early_start_ms: Distribution = Uniform(a=0, b=200)
+    user_gap_ms: Distribution = Normal(mean=200, std=450, low=-800, high=2500)
+    dispreferred_extra_ms: Distribution = LogNormal(median=500, sigma=0.5)
+    within_turn_pause_ms: Distribution = LogNormal(median=450, sigma=0.55, low=180, high=2000)
+    hesitation_pause_ms: Distribution = LogNormal(median=700, sigma=0.6, low=300, high=3000)
+    long_pause_ms: Distribution = LogNormal(median=1200, sigma=0.5, low=800, high=4000)
+    backchannel_onset_ms: Distribution = Normal(mean=150, std=200, low=-400, high=700)
+    backchannel_min_speech_ms: float = 700
+    interrupt_onset_ms: Distribution = Normal(mean=0, std=60, low=-150, high=150)
+    stop_latency_ms: Distribution = LogNormal(median=350, sigma=0.4, low=120, high=1200)
+    cut_fade_ms: Distribution = Uniform(a=20, b=40)
+    ack_delay_ms: Distribution = Uniform(a=0, b=400)
+    delegate_span_ms: float = Field(default=60, gt=0)
+    tool_latency_ms: Distribution = LogNormal(median=3000, sigma=0.8, low=500, high=60000)
+    gate_base_ms: float = 800
+    gate_min_ms: float = 250
+    gate_slope: float = 0.05
+    result_ttl_ms: float = 60000
+    zh_gap_offset_ms: float = 0
+    lead_in_ms: Distribution = Uniform(a=300, b=900)
+    tail_ms: Distribution = Uniform(a=400, b=1000)
+
+
+class EspeakConfig(Model):
+    """eSpeak NG voices: one base voice per language, a variant, rate and pitch per speaker."""
+
+    engine: Literal["espeak"] = "espeak"
+    voices: dict[Literal["en", "zh"], str] = {"en": "en-us", "zh": "cmn"}
+    variants: list[str] = Field(
+        default=["m1", "m2", "m3", "m4", "m5", "m7", "f1", "f2", "f3", "f4", "f5"], min_length=1
+    )
+    rate_wpm: Distribution = Uniform(a=150, b=190)
+    pitch: Distribution = Uniform(a=30, b=70)
+    pitch_range: Distribution = Uniform(a=40, b=80)
+
+
+class AudioConfig(Model):
+    sample_rate: Literal[16000, 24000] = 16000
+    speaker_rms_dbfs: float = Field(default=-24.0, le=-6)
+    peak_limit: float = Field(default=0.95, gt=0, le=1)
+    trim_threshold_db: float = Field(default=-40.0, lt=0, description="relative to the event's peak")
+
+
+class LabelConfig(Model):
+    frame_period_ms: Literal[20, 40, 80, 1000] = 80
+    vad_threshold_dbfs: float = -50.0
+    vad_window_ms: int = 10
+
+
+class PlannerConfig(Model):
+    kind: Literal["scripted"] = "scripted"
+
+
+class ExecutorConfig(Model):
+    kind: Literal["local", "ray"] = "local"
+    workers: int = Field(default=1, ge=1)
+    ray_address: str | None = None
+    cpus_per_task: float = Field(default=1, gt=0)
+
+
+class OutputConfig(Model):
+    dir: str = "outputs/{name}"
+    sessions_per_shard: int = Field(default=8, ge=1)
+    formats: list[Literal["parquet", "webdataset"]] = ["parquet", "webdataset"]
+
+
+class PipelineConfig(Model):
+    """A whole run. ``seeds`` are glob patterns relative to the pipeline file."""
+
+    name: Slug
+    seeds: list[str] = Field(min_length=1)
+    sessions: int = Field(default=8, ge=1)
+    seed: int = 0
+    planner: PlannerConfig = PlannerConfig()
+    tts: EspeakConfig = EspeakConfig()
+    audio: AudioConfig = AudioConfig()
+    labels: LabelConfig = LabelConfig()
+    timing: TimingLaws = TimingLaws()
+    executor: ExecutorConfig = ExecutorConfig()
+    output: OutputConfig = OutputConfig()
+
+    @field_validator("output")
+    @classmethod
+    def _formats(cls, v: OutputConfig) -> OutputConfig:
+        if not v.formats:
+            raise ValueError("at least one output format is needed")
+        return v
+
+    def generation_part(self) -> dict:
+        """What decides the data (not where or how fast it is made): the fingerprint input."""
+        return self.model_dump(mode="json", exclude={"executor": True, "output": {"dir"}})

@@ -1,0 +1,101 @@
+"""Planned sessions: relational events with no absolute times.
+
+An event says who speaks, what, and how it attaches to an earlier event. The clock
+(``synth.stages.place``) turns attachments into sample times using the rendered audio.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from .common import FloorIntent, Language, Model, Relation, Slug, Speaker, WordLang
+
+PauseKind = Literal["within_turn", "hesitation", "long"]
+
+
+class PlannedWord(Model):
+    text: str
+    lang: WordLang
+
+
+class PlannedEvent(Model):
+    """One utterance (or sound) of one speaker, attached to an earlier event.
+
+    ``attach_word`` is the index of the word of the attached event at which an ``interrupts``
+    or ``backchannels_on`` event is placed; ``pause_before`` chooses the pause law of a
+    ``continues`` event; ``gap_kind`` selects a dispreferred (long) gap for ``responds_to``.
+    """
+
+    id: Slug
+    speaker: Speaker
+    act: Slug
+    floor_intent: FloorIntent
+    relation: Relation | None = None
+    attach_to: Slug | None = None
+    attach_word: int | None = Field(default=None, ge=0)
+    words: list[PlannedWord] = Field(min_length=1)
+    pause_before: PauseKind | None = None
+    gap_kind: Literal["normal", "dispreferred"] = "normal"
+    work_id: Slug | None = None
+    phenomena: list[str] = Field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return join_words(self.words)
+
+
+class PlannedWork(Model):
+    """A delegation planned by the planner: opened after ``request_event``'s acknowledgement."""
+
+    work_id: Slug
+    tool: Slug
+    objective: str
+    result_text: str
+    opened_by: Slug
+
+
+class Plan(Model):
+    session_id: Slug
+    scenario_id: Slug
+    language: Language
+    planner: str
+    events: list[PlannedEvent] = Field(min_length=1)
+    work: list[PlannedWork] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _attachments_point_back(self):
+        seen: set[str] = set()
+        works = {w.work_id for w in self.work}
+        for ev in self.events:
+            if ev.id in seen:
+                raise ValueError(f"event id {ev.id!r} is used twice")
+            target = ev.attach_to
+            if ev.relation == "delivers_result_of":
+                if target not in works:
+                    raise ValueError(f"event {ev.id!r} delivers unknown work item {target!r}")
+            elif target is not None and target not in seen:
+                raise ValueError(f"event {ev.id!r} attaches to {target!r}, which is not earlier")
+            seen.add(ev.id)
+        for w in self.work:
+            if w.opened_by not in seen:
+                raise ValueError(f"work item {w.work_id!r} is opened by unknown event {w.opened_by!r}")
+        return self
+
+
+def join_words(words) -> str:
+    """Join words the way they are written: spaces around English, none between Chinese."""
+    out = ""
+    prev_lang = None
+    for w in words:
+        text = w.text
+        if out and not (prev_lang == "zh" and w.lang == "zh") and not _is_closing_punct(text):
+            out += " "
+        out += text
+        prev_lang = w.lang
+    return out
+
+
+def _is_closing_punct(text: str) -> bool:
+    return bool(text) and all(c in ",.?!;:，。？！；：、…" for c in text)

@@ -1,0 +1,59 @@
+"""Scenario seeds: what a session is about, as distributions rather than fixed values."""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator
+
+from .common import Language, Model, Slug
+from .dist import Distribution, Fixed, Uniform
+from .phenomena import REGISTRY
+
+
+class Persona(Model):
+    name: str
+    role: str = ""
+    style: str = ""
+
+
+class Personas(Model):
+    user: Persona
+    system: Persona = Persona(name="assistant", role="voice assistant")
+    third_party: Persona | None = None
+
+
+class Tool(Model):
+    name: Slug
+    description: str
+
+
+class AcousticEnvironment(Model):
+    """Where the user is. The skeleton uses only the third-party level; rooms come later."""
+
+    kind: str = "home"
+    third_party_gain_db: Distribution = Uniform(a=-9.0, b=-3.0)
+
+
+class ScenarioSeed(Model):
+    """One scenario: domain, people, language mode, phenomena with per-exchange rates."""
+
+    id: Slug
+    domain: Slug
+    language: Language
+    description: str = ""
+    personas: Personas
+    goals: list[str] = Field(min_length=1)
+    exchanges: Distribution = Fixed(value=5)
+    phenomena: dict[str, float] = Field(default_factory=dict)
+    tools: list[Tool] = Field(default_factory=list)
+    environment: AcousticEnvironment = AcousticEnvironment()
+    weight: float = Field(default=1.0, gt=0)
+
+    @field_validator("phenomena")
+    @classmethod
+    def _known_phenomena(cls, value: dict[str, float]) -> dict[str, float]:
+        for pid, rate in value.items():
+            if pid not in REGISTRY:
+                raise ValueError(f"unknown phenomenon {pid!r}")
+            if not 0.0 <= rate <= 1.0:
+                raise ValueError(f"rate of {pid!r} must be in [0, 1], got {rate}")
+        return value

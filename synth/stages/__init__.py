@@ -1,0 +1,1 @@
+"""Pipeline stages: plain functions with typed inputs and outputs."""

@@ -1,0 +1,169 @@
+"""Frame labels from the timeline (LABELS.md §2, rules R1-R6).
+
+Frame k covers samples ``[k*P, (k+1)*P)``; a span ``[on, off)`` covers frames
+``floor(on/P) .. floor((off-1)/P)``. Arrays are always recomputed from the timeline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..schema.labels import (
+    DELEGATE, HOLD, LISTEN, NOT_HOLD, RELEASE, SPEAK, TAKE, TURN_EOS, FrameLabels, Marker,
+)
+from ..schema.timeline import PlacedEvent, Timeline
+
+FLOOR_SPEAKERS = {"system", "user"}
+# When two facts land on one frame the floor channel shows the stronger one.
+_FLOOR_RANK = {NOT_HOLD: 0, HOLD: 1, RELEASE: 2, TAKE: 3}
+
+
+@dataclass(frozen=True)
+class Turn:
+    """A maximal chain of one speaker's floor-taking events linked by ``continues``."""
+
+    speaker: str
+    events: tuple[PlacedEvent, ...]
+
+    @property
+    def on(self) -> int:
+        return self.events[0].on_sample
+
+    @property
+    def off(self) -> int:
+        return self.events[-1].off_sample
+
+    @property
+    def last_id(self) -> str:
+        return self.events[-1].id
+
+    @property
+    def interrupted(self) -> bool:
+        return self.events[-1].completion == "interrupted"
+
+    @property
+    def overlap_ok(self) -> bool:
+        return self.events[0].overlap_ok
+
+
+def turns_of(timeline: Timeline, speaker: str) -> list[Turn]:
+    """The turns of ``speaker`` (``system`` or ``user``) in time order (R1)."""
+    chains: list[list[PlacedEvent]] = []
+    last_in_chain: dict[str, int] = {}
+    for ev in sorted(timeline.events, key=lambda e: (e.on_sample, e.id)):
+        if ev.speaker != speaker or ev.floor_intent == "none":
+            continue
+        idx = last_in_chain.get(ev.attach_to or "") if ev.relation == "continues" else None
+        if idx is not None and chains[idx][-1].id == ev.attach_to:
+            chains[idx].append(ev)
+        else:
+            chains.append([ev])
+            idx = len(chains) - 1
+        last_in_chain[ev.id] = idx
+    return [Turn(speaker, tuple(c)) for c in chains]
+
+
+def span_frames(on: int, off: int, period: int) -> tuple[int, int]:
+    """First and last frame of the span ``[on, off)`` (at least one frame)."""
+    first = on // period
+    return first, max(first, (off - 1) // period)
+
+
+def num_frames(num_samples: int, period: int) -> int:
+    return -(-num_samples // period)
+
+
+def floor_channel(turns: list[Turn], n: int, period: int) -> np.ndarray:
+    floor = np.full(n, NOT_HOLD, dtype=np.int8)
+
+    def put(k: int, value: int) -> None:
+        if 0 <= k < n and _FLOOR_RANK[value] > _FLOOR_RANK[int(floor[k])]:
+            floor[k] = value
+
+    for t in turns:
+        first, last = span_frames(t.on, t.off, period)
+        for k in range(first + 1, last):
+            put(k, HOLD)
+        put(last, RELEASE)
+        put(first, TAKE)
+    return floor
+
+
+def period_samples(sample_rate: int, frame_period_ms: int) -> int:
+    period, rem = divmod(sample_rate * frame_period_ms, 1000)
+    if rem:
+        raise ValueError(f"frame period {frame_period_ms} ms is not a whole number of samples at {sample_rate} Hz")
+    return period
+
+
+def frame_channels(timeline: Timeline, frame_period_ms: int) -> dict:
+    """``sys_action``, ``sys_floor``, ``usr_floor`` and markers of a timeline (no VAD)."""
+    period = period_samples(timeline.sample_rate, frame_period_ms)
+    n = num_frames(timeline.num_samples, period)
+    sys_turns = turns_of(timeline, "system")
+    sys_floor = floor_channel(sys_turns, n, period)
+    usr_floor = floor_channel(turns_of(timeline, "user"), n, period)
+    markers: list[tuple[int, str, str]] = []
+
+    action = np.where(np.isin(sys_floor, (TAKE, HOLD, RELEASE)), SPEAK, LISTEN).astype(np.int8)
+    for t in sys_turns:
+        _, last = span_frames(t.on, t.off, period)
+        action[min(last, n - 1)] = TURN_EOS
+        markers.append((last, "yield" if t.interrupted else "turn_eos", t.last_id))
+    for w in timeline.work:
+        first, last = span_frames(w.open_sample, w.close_sample, period)
+        action[first : min(last, n - 1) + 1] = DELEGATE
+        markers.append((first, "delegate_open", w.work_id))
+        markers.append((last, "delegate_close", w.work_id))
+        if w.inject_sample is not None:
+            markers.append((w.inject_sample // period, "backend_inject", w.work_id))
+        if w.deliver_sample is not None:
+            markers.append((w.deliver_sample // period, "deliver_start", w.work_id))
+        if w.stale:
+            markers.append((w.complete_sample // period, "stale_drop", w.work_id))
+    markers = sorted(m for m in markers if m[0] < n)
+    return {
+        "frame_period_s": frame_period_ms / 1000,
+        "num_frames": n,
+        "sys_action": action,
+        "sys_floor": sys_floor,
+        "usr_floor": usr_floor,
+        "markers": [Marker(frame=f, type=t, ref=r) for f, t, r in markers],
+    }
+
+
+def vad_frames(stem: np.ndarray, sample_rate: int, frame_period_ms: int,
+               threshold_dbfs: float = -50.0, window_ms: int = 10) -> np.ndarray:
+    """1 where any ``window_ms`` window of the frame is above ``threshold_dbfs`` RMS."""
+    period = period_samples(sample_rate, frame_period_ms)
+    n = num_frames(len(stem), period)
+    win = max(1, sample_rate * window_ms // 1000)
+    padded = np.zeros(n * period, dtype=np.float64)
+    padded[: len(stem)] = stem
+    usable = (len(padded) // win) * win
+    rms = np.sqrt(np.mean(padded[:usable].reshape(-1, win) ** 2, axis=1))
+    active = 20 * np.log10(np.maximum(rms, 1e-12)) > threshold_dbfs
+    out = np.zeros(n, dtype=np.int8)
+    starts = np.arange(len(active)) * win
+    np.maximum.at(out, np.minimum(starts // period, n - 1), active.astype(np.int8))
+    return out
+
+
+def label_session(timeline: Timeline, frame_period_ms: int, sys_stem: np.ndarray,
+                  usr_stem: np.ndarray, threshold_dbfs: float = -50.0,
+                  window_ms: int = 10) -> FrameLabels:
+    ch = frame_channels(timeline, frame_period_ms)
+    sys_vad = vad_frames(sys_stem, timeline.sample_rate, frame_period_ms, threshold_dbfs, window_ms)
+    usr_vad = vad_frames(usr_stem, timeline.sample_rate, frame_period_ms, threshold_dbfs, window_ms)
+    return FrameLabels(
+        frame_period_s=ch["frame_period_s"],
+        num_frames=ch["num_frames"],
+        sys_action=ch["sys_action"].tolist(),
+        sys_floor=ch["sys_floor"].tolist(),
+        usr_floor=ch["usr_floor"].tolist(),
+        sys_vad=sys_vad[: ch["num_frames"]].tolist(),
+        usr_vad=usr_vad[: ch["num_frames"]].tolist(),
+        markers=ch["markers"],
+    )
