@@ -1,0 +1,87 @@
+"""The checks of LABELS.md §5. Each returns a list of violations (empty when the session is good)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..schema.labels import RELEASE, TAKE, FrameLabels
+from ..schema.timeline import Timeline
+from .label import frame_channels, period_samples, span_frames, turns_of, vad_frames
+
+
+def check_labels(tl: Timeline, labels: FrameLabels, frame_period_ms: int, ttl_ms: float) -> list[str]:
+    bad: list[str] = []
+    period = period_samples(tl.sample_rate, frame_period_ms)
+    n = labels.num_frames
+    for name in ("sys_action", "sys_floor", "usr_floor", "sys_vad", "usr_vad"):
+        if len(getattr(labels, name)) != n:
+            bad.append(f"length_mismatch:{name}")
+    fresh = frame_channels(tl, frame_period_ms)
+    for name in ("sys_action", "sys_floor", "usr_floor"):
+        if fresh[name].tolist() != getattr(labels, name):
+            bad.append(f"labels_differ_from_timeline:{name}")
+    if [m.model_dump() for m in fresh["markers"]] != [m.model_dump() for m in labels.markers]:
+        bad.append("markers_differ_from_timeline")
+    sys_turns = turns_of(tl, "system")
+    user_turns = turns_of(tl, "user")
+    floor = np.asarray(labels.sys_floor)
+    starts = {span_frames(t.on, t.off, period)[0] for t in sys_turns}
+    ends = {}
+    for m in labels.markers:
+        if m.type in ("turn_eos", "yield"):
+            ends.setdefault(m.ref, []).append(m.type)
+    for t in sys_turns:
+        first, last = span_frames(t.on, t.off, period)
+        if floor[first] != TAKE:
+            bad.append(f"turn_without_take:{t.events[0].id}")
+        if floor[last] != RELEASE and not (last == first or last in starts):
+            bad.append(f"turn_without_release:{t.events[0].id}")
+        kinds = ends.get(t.last_id, [])
+        if len(kinds) != 1 or kinds[0] != ("yield" if t.interrupted else "turn_eos"):
+            bad.append(f"turn_end_marker:{t.last_id}")
+        if not t.overlap_ok and any(u.on < t.on < u.off for u in user_turns):
+            bad.append(f"system_take_inside_user_floor:{t.events[0].id}")
+    per_turn: dict[int, int] = {}
+    for w in tl.work:
+        owner = [i for i, t in enumerate(sys_turns) if any(e.id == w.opened_by for e in t.events)]
+        for i in owner:
+            per_turn[i] = per_turn.get(i, 0) + 1
+        if w.deliver_sample is not None:
+            if w.inject_sample is None or w.inject_sample > w.deliver_sample:
+                bad.append(f"deliver_without_inject:{w.work_id}")
+            elif (w.inject_sample - w.complete_sample) > ttl_ms * tl.sample_rate / 1000:
+                bad.append(f"inject_after_ttl:{w.work_id}")
+    if any(c > 1 for c in per_turn.values()):
+        bad.append("several_delegate_spans_in_one_turn")
+    return bad
+
+
+def check_vad(stem: np.ndarray, vad: list[int], sample_rate: int, frame_period_ms: int,
+              threshold_dbfs: float, name: str, min_recall: float = 0.9) -> list[str]:
+    """VAD agrees with the audio: 1 on >= 90 % of speech frames, 0 where the stem is silent."""
+    speech = vad_frames(stem, sample_rate, frame_period_ms, threshold_dbfs + 10)
+    silent = vad_frames(stem, sample_rate, frame_period_ms, -90.0) == 0
+    v = np.asarray(vad[: len(speech)])
+    bad = []
+    if speech.sum() and (v[speech == 1] == 1).mean() < min_recall:
+        bad.append(f"{name}_misses_speech")
+    if (v[silent[: len(v)]] == 1).any():
+        bad.append(f"{name}_on_silence")
+    return bad
+
+
+def check_vad_in_events(tl: Timeline, vad: list[int], speakers: tuple[str, ...], frame_period_ms: int,
+                        name: str) -> list[str]:
+    """Every active VAD frame lies in a frame covered by an event of ``speakers``."""
+    period = period_samples(tl.sample_rate, frame_period_ms)
+    covered = np.zeros(len(vad), dtype=bool)
+    for e in tl.events:
+        if e.speaker in speakers and e.off_sample > e.on_sample:
+            a, b = span_frames(e.on_sample, e.off_sample, period)
+            covered[a : b + 1] = True
+    stray = np.asarray(vad, dtype=bool) & ~covered
+    return [f"{name}_outside_events"] if stray.any() else []
+
+
+def check_peaks(channels: dict[str, np.ndarray], limit: float = 0.999) -> list[str]:
+    return [f"clipped:{k}" for k, x in channels.items() if len(x) and np.abs(x).max() > limit]
