@@ -1,0 +1,89 @@
+"""Re-check a written run: schema, label rules, audio/label agreement, Parquet == WebDataset."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import soundfile as sf
+
+from .schema.record import SessionRecord
+from .schema.timeline import Timeline
+from .stages import qa
+from .stages.label import vad_frames
+from .schema.labels import FrameLabels
+
+
+def _decode(data: bytes) -> tuple[np.ndarray, int]:
+    x, sr = sf.read(io.BytesIO(data), dtype="float32")
+    return x, sr
+
+
+def validate_record(rec: SessionRecord, user: bytes, system: bytes, ttl_ms: float, vad_db: float) -> list[str]:
+    period_ms = int(round(rec.frame_period_s * 1000))
+    tl = Timeline(sample_rate=rec.sample_rate, num_samples=rec.num_samples, events=rec.events, work=rec.delegations)
+    labels = FrameLabels(frame_period_s=rec.frame_period_s, num_frames=len(rec.sys_action),
+                         sys_action=rec.sys_action, sys_floor=rec.sys_floor, usr_floor=rec.usr_floor,
+                         sys_vad=rec.sys_vad, usr_vad=rec.usr_vad, markers=rec.markers)
+    bad = qa.check_labels(tl, labels, period_ms, ttl_ms)
+    u, sr_u = _decode(user)
+    s, sr_s = _decode(system)
+    if sr_u != rec.sample_rate or sr_s != rec.sample_rate or len(u) != rec.num_samples or len(s) != rec.num_samples:
+        bad.append("audio_shape")
+        return bad
+    bad += qa.check_vad(s, rec.sys_vad, rec.sample_rate, period_ms, vad_db, "sys_vad")
+    # ch0 also holds other talkers, so usr_vad can only be checked for speech where ch0 is silent
+    ch0 = vad_frames(u, rec.sample_rate, period_ms, -90.0)
+    if (np.asarray(rec.usr_vad) & (1 - ch0[: len(rec.usr_vad)])).any():
+        bad.append("usr_vad_on_silence")
+    bad += qa.check_vad_in_events(tl, rec.sys_vad, ("system",), period_ms, "sys_vad")
+    bad += qa.check_vad_in_events(tl, rec.usr_vad, ("user",), period_ms, "usr_vad")
+    bad += qa.check_peaks({"user": u, "system": s}, 1.0)
+    return bad
+
+
+def validate_run(out_dir: str | Path) -> tuple[int, list[str]]:
+    """Number of sessions checked and the list of ``session: problem`` strings."""
+    out = Path(out_dir)
+    run = json.loads((out / "run.json").read_text())
+    ttl = run["config"]["timing"]["result_ttl_ms"]
+    vad_db = run["config"]["labels"]["vad_threshold_dbfs"]
+    problems: list[str] = []
+    seen: dict[str, dict] = {}
+    for pf in sorted((out / "shards" / "parquet").glob("*.parquet")):
+        for row in pq.read_table(pf).to_pylist():
+            sid = row["session_id"]
+            if sid in seen:
+                problems.append(f"{sid}: duplicate session")
+            user, system = row.pop("user_audio")["bytes"], row.pop("system_audio")["bytes"]
+            row["scene"] = json.loads(row["scene"])
+            try:
+                rec = SessionRecord.model_validate(row)
+            except Exception as e:  # a schema failure is a finding, not a crash
+                problems.append(f"{sid}: schema: {str(e).splitlines()[0]}")
+                continue
+            seen[sid] = {"json": rec.model_dump(mode="json"), "user": user, "system": system}
+            problems += [f"{sid}: {p}" for p in validate_record(rec, user, system, ttl, vad_db)]
+    wds = sorted((out / "shards" / "webdataset").glob("*.tar"))
+    if "webdataset" in run["config"]["output"]["formats"]:
+        found = set()
+        for tf in wds:
+            with tarfile.open(tf) as tar:
+                for m in tar.getmembers():
+                    key, ext = m.name.split(".", 1)
+                    data = tar.extractfile(m).read()
+                    found.add(key)
+                    ref = seen.get(key)
+                    if ref is None:
+                        problems.append(f"{key}: in WebDataset but not in Parquet")
+                    elif ext == "json" and json.loads(data) != ref["json"]:
+                        problems.append(f"{key}: WebDataset json differs from Parquet row")
+                    elif ext in ("user.flac", "system.flac") and data != ref[ext.split(".")[0]]:
+                        problems.append(f"{key}: WebDataset {ext} differs from Parquet")
+        for key in set(seen) - found:
+            problems.append(f"{key}: in Parquet but not in WebDataset")
+    return len(seen), problems
