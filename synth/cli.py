@@ -1,0 +1,155 @@
+"""The ``synth`` command line."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from .errors import UserError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Synthetic full-duplex dialogue data.")
+console = Console(stderr=True)
+_DEBUG = {"on": False}
+
+
+@app.callback()
+def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks.")) -> None:
+    _DEBUG["on"] = debug
+
+
+def _spec(pipeline: Path, out: Optional[Path], sessions: Optional[int], seed: Optional[int],
+          executor: Optional[str], workers: Optional[int]):
+    from .executor.task import RunSpec
+    from .io.config_files import load_pipeline, load_seeds
+    from .backends.scripted_planner import ScriptedPlanner
+
+    cfg = load_pipeline(pipeline)
+    upd: dict = {}
+    if sessions is not None:
+        upd["sessions"] = sessions
+    if seed is not None:
+        upd["seed"] = seed
+    ex = cfg.executor.model_copy(update={k: v for k, v in {"kind": executor, "workers": workers}.items() if v is not None})
+    cfg = cfg.model_copy(update={**upd, "executor": ex})
+    if executor not in (None, "local", "ray"):
+        raise UserError(f"--executor: must be local or ray (got {executor!r})")
+    seeds = load_seeds(cfg, pipeline)
+    planner = ScriptedPlanner()
+    from .io.config_files import resolve_seed_paths
+
+    for s, p in zip(seeds, resolve_seed_paths(cfg, pipeline)):
+        planner.check_seed(s, str(p))
+    out_dir = out or Path(cfg.output.dir.format(name=cfg.name))
+    return RunSpec(config=cfg, seeds=tuple(seeds), out_dir=str(out_dir))
+
+
+@app.command()
+def run(pipeline: Path = typer.Argument(..., help="Pipeline YAML."),
+        out: Optional[Path] = typer.Option(None, "--out", help="Run folder (default from the pipeline)."),
+        sessions: Optional[int] = typer.Option(None, "--sessions", min=1),
+        seed: Optional[int] = typer.Option(None, "--seed"),
+        executor: Optional[str] = typer.Option(None, "--executor", help="local or ray"),
+        workers: Optional[int] = typer.Option(None, "--workers", min=1),
+        ray_address: Optional[str] = typer.Option(None, "--ray-address")) -> None:
+    """Make sessions and write Parquet + WebDataset shards; resumes an interrupted run."""
+    from .executor.run import execute, merge, pending_ranks, prepare_folder
+
+    spec = _spec(pipeline, out, sessions, seed, executor, workers)
+    out_dir = prepare_folder(spec)
+    ex = spec.config.executor
+    todo = pending_ranks(spec)
+    t0 = time.time()
+    with Progress(TextColumn("[bold]sessions"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.fields[note]}"), console=console, transient=False) as bar:
+        done_before = spec.config.sessions - sum(len(spec.session_ids(r)) for r in todo)
+        task = bar.add_task("run", total=spec.config.sessions, completed=done_before, note="")
+        totals = {"audio": 0.0, "rejects": 0}
+
+        def on_done(stats) -> None:
+            totals["audio"] += stats.audio_s
+            totals["rejects"] += stats.rejects
+            bar.update(task, advance=stats.sessions + stats.rejects,
+                       note=f"{totals['audio'] / 3600:.3f} h audio, {totals['rejects']} rejects")
+
+        execute(spec, ex.kind, ex.workers, ray_address or ex.ray_address, on_done)
+    stats = merge(spec)
+    console.print(
+        f"[green]done[/] {stats['sessions']} sessions, {stats['audio_s'] / 3600:.3f} h audio, "
+        f"{stats['rejects']} rejects {stats['rejects_by_reason'] or ''} in {time.time() - t0:.1f} s"
+    )
+    console.print(f"  parquet:    {out_dir / 'shards' / 'parquet'}")
+    console.print(f"  webdataset: {out_dir / 'shards' / 'webdataset'}")
+    console.print(f"  stats:      {out_dir / 'stats.json'}   rejects: {out_dir / 'rejects.jsonl'}")
+
+
+@app.command()
+def plan(path: Path = typer.Argument(..., help="A scenario seed or pipeline YAML."),
+         session: int = typer.Option(0, "--session", help="Session index to plan."),
+         seed: int = typer.Option(0, "--seed")) -> None:
+    """Plan one session (no audio) and print the relational event list as JSON."""
+    import yaml
+
+    from .backends.scripted_planner import ScriptedPlanner
+    from .io.config_files import load_pipeline, load_seed, load_seeds
+    from .rng import stream
+
+    data = yaml.safe_load(path.read_text()) if path.exists() else None
+    if isinstance(data, dict) and "seeds" in data:
+        cfg = load_pipeline(path)
+        seeds = load_seeds(cfg, path)
+        s, name, run_seed = seeds[session % len(seeds)], cfg.name, cfg.seed if seed == 0 else seed
+    else:
+        s, name, run_seed = load_seed(path), "plan", seed
+    planner = ScriptedPlanner()
+    planner.check_seed(s, str(path))
+    sid = f"{name}-{session:06d}"
+    p = planner.plan(s, sid, stream(run_seed, sid, "plan"))
+    typer.echo(json.dumps(p.model_dump(mode="json"), ensure_ascii=False, indent=1))
+
+
+@app.command()
+def validate(out_dir: Path = typer.Argument(..., help="A run folder.")) -> None:
+    """Re-check every written session; exit 1 on any violation."""
+    from .validate import validate_run
+
+    if not (out_dir / "run.json").exists():
+        raise UserError(f"{out_dir}: not a run folder (no run.json)")
+    n, problems = validate_run(out_dir)
+    for p in problems[:50]:
+        console.print(f"[red]✗[/] {p}")
+    if problems:
+        console.print(f"[red]{len(problems)} problems[/] in {n} sessions")
+        raise typer.Exit(1)
+    console.print(f"[green]ok[/] {n} sessions pass")
+
+
+def main() -> None:
+    try:
+        app(standalone_mode=False)
+    except UserError as e:
+        if _DEBUG["on"]:
+            raise
+        console.print(f"[red]error:[/] {e}", highlight=False)
+        sys.exit(2)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except Exception as e:  # click usage errors
+        import click
+
+        if isinstance(e, click.exceptions.ClickException):
+            e.show()
+            sys.exit(e.exit_code)
+        if isinstance(e, click.exceptions.Abort):
+            sys.exit(130)
+        raise
+
+
+if __name__ == "__main__":
+    main()
