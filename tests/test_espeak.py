@@ -1,0 +1,53 @@
+"""The real eSpeak NG engine: word timings, code-switching per language run, determinism."""
+
+import numpy as np
+
+from synth.backends.espeak import EspeakTTS
+from synth.backends.scripted_planner import tokenize
+from synth.backends.tts import Voice
+
+TTS = EspeakTTS({"en": "en-us", "zh": "cmn"})
+V = Voice(variant="m3", rate_wpm=170, pitch=50, pitch_range=60)
+
+
+def test_english_word_times_are_ordered_and_cover_the_audio():
+    words = tokenize("Can you book a table for two tonight?")
+    r = TTS.synthesize(words, V, 16000)
+    assert [w.word for w in r.words] == [w.text for w in words]
+    assert 1.0 < len(r.audio) / 16000 < 4.0
+    ons = [w.on for w in r.words]
+    assert ons == sorted(ons) and len(set(ons)) == len(ons)
+    assert r.words[-1].off <= len(r.audio)
+    # audio is trimmed: the first and last 10 ms carry signal
+    assert np.abs(r.audio[:160]).max() > 1e-3 and np.abs(r.audio[-160:]).max() > 1e-4
+
+
+def test_mandarin_words_get_one_time_each():
+    words = tokenize("我明天有个会议，帮我订一张机票。")
+    assert all(w.lang == "zh" for w in words) and len(words) >= 5
+    r = TTS.synthesize(words, V, 16000)
+    assert len(r.words) == len(words)
+    assert all(a.on < b.on for a, b in zip(r.words, r.words[1:]))
+
+
+def test_code_switched_text_is_spoken_per_language_run():
+    words = tokenize("我明天有个 meeting，帮我 check 一下。")
+    assert [w.lang for w in words].count("en") == 2
+    mixed = TTS.synthesize(words, V, 16000)
+    english = TTS.synthesize([w for w in words if w.lang == "en"][:1], V, 16000)
+    seg = next(w for w in mixed.words if w.word.startswith("meeting"))
+    # the English word in the mixed utterance has the length of English "meeting", not pinyin-ish
+    assert abs((seg.off - seg.on) - len(english.audio)) < 0.15 * 16000
+
+
+def test_same_input_same_samples_whatever_was_spoken_before():
+    words = tokenize("hello there my friend")
+    a = TTS.synthesize(words, V, 16000).audio
+    TTS.synthesize(tokenize("something else entirely, and longer than before"), V, 16000)
+    b = TTS.synthesize(words, V, 16000).audio
+    assert np.array_equal(a, b)
+
+
+def test_24k_output():
+    r = TTS.synthesize(tokenize("twenty four kilohertz"), V, 24000)
+    assert r.sample_rate == 24000 and len(r.audio) > 24000 * 0.5
