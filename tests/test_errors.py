@@ -1,0 +1,76 @@
+"""User errors: one line naming file, field and value; non-zero exit; no traceback."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def synth(*args):
+    return subprocess.run([sys.executable, "-m", "synth.cli", *map(str, args)], capture_output=True,
+                          text=True, cwd=ROOT, env={**os.environ, "COLUMNS": "300"})
+
+
+def one_line(r) -> str:
+    assert r.returncode != 0
+    assert "Traceback" not in r.stderr
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1, r.stderr
+    return lines[0]
+
+
+def good_seed() -> dict:
+    return yaml.safe_load(sorted((ROOT / "scenario_seeds").glob("*.yaml"))[0].read_text())
+
+
+def test_bad_seed_field(tmp_path):
+    seed = good_seed()
+    seed["language"] = "fr"
+    p = tmp_path / f"{seed['id']}.yaml"
+    p.write_text(yaml.safe_dump(seed, allow_unicode=True))
+    line = one_line(synth("plan", p))
+    assert str(p) in line and "language" in line and "'fr'" in line
+
+
+def test_bad_nested_distribution(tmp_path):
+    seed = good_seed()
+    seed["exchanges"] = {"dist": "uniform", "a": 5, "b": 1}
+    p = tmp_path / f"{seed['id']}.yaml"
+    p.write_text(yaml.safe_dump(seed, allow_unicode=True))
+    line = one_line(synth("plan", p))
+    assert "exchanges" in line and str(p) in line
+
+
+def test_unknown_phenomenon(tmp_path):
+    seed = good_seed()
+    seed["phenomena"]["teleportation"] = 0.5
+    p = tmp_path / f"{seed['id']}.yaml"
+    p.write_text(yaml.safe_dump(seed, allow_unicode=True))
+    line = one_line(synth("plan", p))
+    assert "phenomena" in line and "teleportation" in line
+
+
+def test_bad_pipeline_config(tmp_path):
+    p = tmp_path / "pipe.yaml"
+    p.write_text(yaml.safe_dump({"name": "x", "seeds": [str(ROOT / "scenario_seeds/*.yaml")],
+                                 "labels": {"frame_period_ms": 33}}))
+    line = one_line(synth("run", p, "--out", tmp_path / "o"))
+    assert str(p) in line and "labels.frame_period_ms" in line and "33" in line
+
+
+def test_seeds_glob_matching_nothing(tmp_path):
+    p = tmp_path / "pipe.yaml"
+    p.write_text(yaml.safe_dump({"name": "x", "seeds": ["nowhere/*.yaml"]}))
+    line = one_line(synth("run", p))
+    assert "seeds[0]" in line and "nowhere" in line
+
+
+def test_broken_yaml(tmp_path):
+    p = tmp_path / "pipe.yaml"
+    p.write_text("name: [unclosed\n")
+    line = one_line(synth("run", p))
+    assert str(p) in line and "line" in line
