@@ -132,7 +132,8 @@ def validate(out_dir: Path = typer.Argument(..., help="A run folder.")) -> None:
 
 def main() -> None:
     try:
-        app(standalone_mode=False)
+        rc = app(standalone_mode=False)
+        sys.exit(rc if isinstance(rc, int) else 0)
     except UserError as e:
         if _DEBUG["on"]:
             raise

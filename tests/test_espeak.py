@@ -51,3 +51,24 @@ def test_same_input_same_samples_whatever_was_spoken_before():
 def test_24k_output():
     r = TTS.synthesize(tokenize("twenty four kilohertz"), V, 24000)
     assert r.sample_rate == 24000 and len(r.audio) > 24000 * 0.5
+
+
+def test_default_variants_give_the_same_samples_in_a_fresh_process():
+    """Run-to-run determinism (libespeak-ng's breathy variants f2/f3/f5 fail this and are refused)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import hashlib\n"
+        "from synth.backends.espeak import EspeakTTS\n"
+        "from synth.backends.scripted_planner import tokenize\n"
+        "from synth.backends.tts import Voice\n"
+        "from synth.schema.config import EspeakConfig\n"
+        "t = EspeakTTS({'en': 'en-us', 'zh': 'cmn'})\n"
+        "w = tokenize('For a soft yolk, 我明天有个 meeting。')\n"
+        "print([hashlib.md5(t.synthesize(w, Voice(v, 180, 40, 50), 16000).audio.tobytes()).hexdigest()"
+        " for v in EspeakConfig().variants])\n"
+    )
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+            for _ in range(2)]
+    assert runs[0] == runs[1]

@@ -25,7 +25,8 @@ _POS_CHARACTER = 1
 _CHARS_UTF8 = 1
 _EVENT_LIST_TERMINATED, _EVENT_WORD = 0, 1
 _RATE, _PITCH, _RANGE = 1, 3, 4
-JUNCTION_MS = 40  # silence between language runs of one utterance
+JUNCTION_MS = 40
+_LIBC = ctypes.CDLL(None)  # silence between language runs of one utterance
 
 
 class _Event(ctypes.Structure):
@@ -96,6 +97,7 @@ class _Library:
         self.lib.espeak_SetParameter(_PITCH, int(voice.pitch), 0)
         self.lib.espeak_SetParameter(_RANGE, int(voice.pitch_range), 0)
         raw = text.encode("utf-8")
+        _LIBC.srand(1)  # the library draws noise from libc rand(): make it independent of history
         rc = self.lib.espeak_Synth(raw, len(raw) + 1, 0, _POS_CHARACTER, 0, _CHARS_UTF8, None, None)
         self.lib.espeak_Synchronize()
         if rc != 0:
