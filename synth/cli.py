@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from .errors import UserError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Synthetic full-duplex dialogue data.")
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)
 _DEBUG = {"on": False}
 
 

@@ -46,4 +46,3 @@ class TTSEngine(Protocol):
 
     def synthesize(self, words: list[PlannedWord], voice: Voice, sample_rate: int) -> Rendered:
         """Speak ``words`` (each with its language) with ``voice``."""
-        ...

@@ -29,18 +29,15 @@ class _Bounded(Model):
             raise ValueError(f"low ({self.low}) must not exceed high ({self.high})")
         return self
 
-    def _raw(self, rng: np.random.Generator) -> float:  # pragma: no cover - overridden
-        raise NotImplementedError
-
     def sample(self, rng: np.random.Generator) -> float:
         """One draw inside [low, high]."""
         lo = -math.inf if self.low is None else self.low
         hi = math.inf if self.high is None else self.high
-        x = self._raw(rng)
+        x = self._raw(rng)  # every concrete distribution defines _raw
         for _ in range(64):
             if lo <= x <= hi:
                 return float(x)
-            x = self._raw(rng)
+            x = self._raw(rng)  # every concrete distribution defines _raw
         return float(min(max(x, lo), hi))
 
 

@@ -123,7 +123,8 @@ class Clock:
         on = target.on + target.words[k][2] + self.ms(L.interrupt_onset_ms.sample(rng))
         user_free = self.last_off.get(ev.speaker, 0) + self.ms(MIN_SELF_GAP_MS)
         on = max(on, user_free, target.on + 1)
-        on = min(on, target.off - latency - self.ms(100))
+        # the cut lands before the last word starts, so something is left unsaid (text_after_cut)
+        on = min(on, target.off - latency - self.ms(100), target.on + target.words[-1][2] - latency - 1)
         if on < max(user_free, target.on + 1):
             raise SessionReject("place", "interrupt_unplaceable", f"{ev.id} on {target.ev.id}")
         self._cut(target, on + latency - target.on, rng)
