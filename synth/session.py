@@ -14,7 +14,7 @@ import numpy as np
 import soundfile as sf
 
 from .audio import active_rms_db
-from .backends.tts import Rendered, TTSEngine, Voice, WordTime
+from .backends.tts import Rendered, TTSEngine, Voice
 from .errors import SessionReject
 from .rng import stream
 from .schema.common import CHANNEL_ORDER
@@ -76,7 +76,7 @@ def _render(plan, voices, tts: TTSEngine, config: PipelineConfig) -> dict[str, R
     for ev in plan.events:
         r = tts.synthesize(list(ev.words), voices[ev.speaker], sr)
         gain = 10 ** ((config.audio.speaker_rms_dbfs - active_rms_db(r.audio, sr)) / 20)
-        out[ev.id] = Rendered((r.audio * gain).astype(np.float32), sr, tuple(WordTime(*w.__dict__.values()) for w in r.words))
+        out[ev.id] = Rendered((r.audio * gain).astype(np.float32), sr, r.words)
     return out
 
 

@@ -51,7 +51,6 @@ def run_task(spec: RunSpec, rank: int) -> TaskStats:
     tts = EspeakTTS(cfg.tts.voices, cfg.audio.trim_threshold_db)  # built once per task
     planner = ScriptedPlanner()
     timer = Timer()
-    stats = TaskStats(rank=rank)
     good: list[SessionOutput] = []
     rejects: list[Reject] = []
     for sid, seed in spec.session_ids(rank):
