@@ -27,8 +27,8 @@ def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks."))
 def _spec(pipeline: Path, out: Optional[Path], sessions: Optional[int], seed: Optional[int],
           executor: Optional[str], workers: Optional[int]):
     from .executor.task import RunSpec
-    from .io.config_files import load_pipeline, load_seeds
     from .backends.scripted_planner import ScriptedPlanner
+    from .io.config_files import load_pipeline, load_seed_files
 
     cfg = load_pipeline(pipeline)
     upd: dict = {}
@@ -40,12 +40,11 @@ def _spec(pipeline: Path, out: Optional[Path], sessions: Optional[int], seed: Op
     cfg = cfg.model_copy(update={**upd, "executor": ex})
     if executor not in (None, "local", "ray"):
         raise UserError(f"--executor: must be local or ray (got {executor!r})")
-    seeds = load_seeds(cfg, pipeline)
+    pairs = load_seed_files(cfg, pipeline)
     planner = ScriptedPlanner()
-    from .io.config_files import resolve_seed_paths
-
-    for s, p in zip(seeds, resolve_seed_paths(cfg, pipeline)):
+    for p, s in pairs:
         planner.check_seed(s, str(p))
+    seeds = [s for _, s in pairs]
     out_dir = out or Path(cfg.output.dir.format(name=cfg.name))
     return RunSpec(config=cfg, seeds=tuple(seeds), out_dir=str(out_dir))
 

@@ -11,6 +11,7 @@ from typing import Callable
 
 from .. import __version__
 from ..errors import UserError
+from ..io.files import write_text_atomic
 from ..schema.record import TaskStats
 from .task import RunSpec, marker_path, run_task
 
@@ -53,9 +54,7 @@ def prepare_folder(spec: RunSpec) -> Path:
         "versions": {"duplexsynth": __version__, "numpy": numpy.__version__,
                      "pyarrow": pyarrow.__version__, "pydantic": pydantic.__version__},
     }
-    tmp = run_json.with_suffix(".tmp")
-    tmp.write_text(json.dumps(info, indent=1, sort_keys=True))
-    tmp.replace(run_json)
+    write_text_atomic(run_json, json.dumps(info, indent=1, sort_keys=True))
     return out
 
 
@@ -111,6 +110,6 @@ def merge(spec: RunSpec) -> dict:
     totals["stage_s"] = {k: round(v, 3) for k, v in sorted(totals["stage_s"].items())}
     for key in ("rejects_by_reason", "phenomena", "languages"):
         totals[key] = dict(sorted(totals[key].items()))
-    (out / "rejects.jsonl").write_text("".join(lines))
-    (out / "stats.json").write_text(json.dumps(totals, indent=1, sort_keys=True))
+    write_text_atomic(out / "rejects.jsonl", "".join(lines))
+    write_text_atomic(out / "stats.json", json.dumps(totals, indent=1, sort_keys=True))
     return totals

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..io.files import write_text_atomic
 from ..io.shards import write_parquet, write_webdataset
 from ..schema.config import PipelineConfig
 from ..schema.record import Reject, TaskStats
@@ -80,13 +81,8 @@ def run_task(spec: RunSpec, rank: int) -> TaskStats:
         rejects_by_reason=dict(sorted(by_reason.items())), phenomena=dict(sorted(phen.items())),
         languages=dict(sorted(langs.items())),
     )
-    marker = marker_path(out, rank)
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    rej_path = out / "tasks" / f"{rank:05d}.rejects.jsonl"
-    tmp = rej_path.with_suffix(".tmp")
-    tmp.write_text("".join(json.dumps(r.model_dump(), sort_keys=True) + "\n" for r in rejects))
-    tmp.replace(rej_path)
-    tmp = marker.with_suffix(".tmp")
-    tmp.write_text(json.dumps(stats.model_dump(), indent=1, sort_keys=True))
-    tmp.replace(marker)  # the marker goes last: its presence means the shard files are final
+    write_text_atomic(out / "tasks" / f"{rank:05d}.rejects.jsonl",
+                      "".join(json.dumps(r.model_dump(), sort_keys=True) + "\n" for r in rejects))
+    # the marker goes last: its presence means the shard files are final
+    write_text_atomic(marker_path(out, rank), json.dumps(stats.model_dump(), indent=1, sort_keys=True))
     return stats

@@ -85,10 +85,15 @@ def resolve_seed_paths(config: PipelineConfig, pipeline_path: Path | str) -> lis
     return sorted(found)
 
 
-def load_seeds(config: PipelineConfig, pipeline_path: Path | str) -> list[ScenarioSeed]:
-    seeds = [load_seed(p) for p in resolve_seed_paths(config, pipeline_path)]
-    ids = [s.id for s in seeds]
+def load_seed_files(config: PipelineConfig, pipeline_path: Path | str) -> list[tuple[Path, ScenarioSeed]]:
+    """The pipeline's seeds with the file each came from, sorted by path; ids must be unique."""
+    pairs = [(p, load_seed(p)) for p in resolve_seed_paths(config, pipeline_path)]
+    ids = [s.id for _, s in pairs]
     dup = {i for i in ids if ids.count(i) > 1}
     if dup:
         raise UserError(f"{pipeline_path}: seeds: duplicate seed id {sorted(dup)[0]!r}")
-    return seeds
+    return pairs
+
+
+def load_seeds(config: PipelineConfig, pipeline_path: Path | str) -> list[ScenarioSeed]:
+    return [s for _, s in load_seed_files(config, pipeline_path)]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import tarfile
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..schema.common import CHANNEL_ORDER
+from .files import write_atomic_with
 
 _AUDIO = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
 _WORD = pa.struct([("word", pa.string()), ("lang", pa.string()), ("on_sample", pa.int64()), ("off_sample", pa.int64())])
@@ -62,20 +62,9 @@ def row(out) -> dict:
     return d
 
 
-def _atomic(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
 def write_parquet(path: Path, outputs: list) -> None:
     table = pa.Table.from_pylist([row(o) for o in outputs], schema=SCHEMA)
-    _atomic(path, lambda p: pq.write_table(table, p, compression="zstd", row_group_size=64))
+    write_atomic_with(path, lambda p: pq.write_table(table, p, compression="zstd", row_group_size=64))
 
 
 def write_webdataset(path: Path, outputs: list) -> None:
@@ -93,4 +82,4 @@ def write_webdataset(path: Path, outputs: list) -> None:
                     info.uname = info.gname = "duplexsynth"
                     tar.addfile(info, io.BytesIO(data))
 
-    _atomic(path, write)
+    write_atomic_with(path, write)

@@ -15,8 +15,7 @@ import numpy as np
 from ..audio import active_bounds, fade_out
 from ..errors import SessionReject
 from ..schema.config import TimingLaws
-from ..schema.plan import Plan, PlannedEvent
-from ..schema.plan import join_words
+from ..schema.plan import Plan, PlannedEvent, PlannedWord, join_words
 from ..schema.timeline import PlacedEvent, PlacedWord, StateTime, Timeline, WorkItem
 from ..backends.tts import Rendered
 
@@ -143,7 +142,7 @@ class Clock:
             w[3] = min(w[3], end)
         slot.words = kept
         slot.completion = "interrupted"
-        slot.text_after_cut = join_words([_W(w[0], w[1]) for w in cut])
+        slot.text_after_cut = join_words([PlannedWord(text=w[0], lang=w[1]) for w in cut])
 
     def _backchannel(self, ev: PlannedEvent, slot: _Slot, target: _Slot, rng) -> int:
         L = self.laws
@@ -198,7 +197,7 @@ class Clock:
             events.append(PlacedEvent(
                 id=eid, speaker=s.ev.speaker, act=s.ev.act, floor_intent=s.ev.floor_intent,
                 relation=s.ev.relation, attach_to=s.ev.attach_to,
-                text=join_words([_W(w[0], w[1]) for w in s.words]) or s.ev.text,
+                text=join_words([PlannedWord(text=w[0], lang=w[1]) for w in s.words]) or s.ev.text,
                 text_after_cut=s.text_after_cut, lang="en-zh" if len(langs) > 1 else langs[0],
                 on_sample=s.on, off_sample=s.off, completion=s.completion, overlap_ok=s.overlap_ok,
                 words=[PlacedWord(word=w[0], lang=w[1], on_sample=s.on + w[2], off_sample=s.on + w[3])
@@ -225,12 +224,6 @@ class Clock:
             end = max(end, w["complete"])
         tl = Timeline(sample_rate=self.sr, num_samples=end + tail, events=events, work=work)
         return Placed(tl, audio)
-
-
-@dataclass(frozen=True)
-class _W:
-    text: str
-    lang: str
 
 
 def place(plan: Plan, rendered: dict[str, Rendered], laws: TimingLaws, sample_rate: int,

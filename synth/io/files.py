@@ -1,0 +1,23 @@
+"""Atomic file writes: write to a temporary name beside the target, then rename over it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable
+
+
+def write_atomic_with(path: Path, write: Callable[[Path], None]) -> None:
+    """Call ``write(tmp)`` and rename ``tmp`` to ``path``; a failed write leaves no file behind."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    write_atomic_with(path, lambda p: p.write_text(text, encoding="utf-8"))
