@@ -10,7 +10,8 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from .common import Model, Slug
-from .dist import Distribution, Gamma, LogNormal, Normal, Uniform
+from .dist import Distribution, Fixed, Gamma, LogNormal, Normal, Uniform
+from .scene import BankRef, EchoLaw
 
 
 class TimingLaws(Model):
@@ -78,6 +79,48 @@ class LabelConfig(Model):
     vad_window_ms: int = 10
 
 
+class AcousticsConfig(Model):
+    """Room, noise and echo for the user channel. Bank paths are relative to the pipeline file."""
+
+    room: bool = True
+    noise: bool = True
+    banks: list[BankRef] = [BankRef(path="../noise_banks/generated", generate=True)]
+    echo: EchoLaw = EchoLaw()
+    room_max_order: int = Field(default=3, ge=0, description="image-source order before ray tracing")
+    room_rays: int = Field(default=4000, ge=0, description="rays of the hybrid tracer (0: pure image sources)")
+
+
+class ParalinguisticsConfig(Model):
+    """Hesitations, disfluencies and non-verbal sounds added to user speech (LABELS.md §3 rates).
+
+    A seed that gives one of these phenomena the rate 0 switches it off for its sessions.
+    """
+
+    filler_per_100_words: dict[Literal["en", "zh"], Distribution] = {
+        "en": Uniform(a=1.5, b=3.0), "zh": Fixed(value=1.1)}
+    fillers: dict[Literal["en", "zh"], dict[str, float]] = {
+        "en": {"um": 0.55, "uh": 0.45},
+        "zh": {"那个": 0.42, "呃": 0.24, "这个": 0.20, "嗯": 0.14},
+    }
+    filler_at_turn_start: float = Field(default=0.4, ge=0, le=1)
+    laughter_per_min: Distribution = Uniform(a=0.5, b=2.0)
+    laughter_ms: Distribution = LogNormal(median=800, sigma=0.5, low=250, high=4000)
+    breath_per_turn: float = Field(default=0.12, ge=0, le=1)
+    sigh_per_turn: float = Field(default=0.03, ge=0, le=1)
+    cough_per_min: Distribution = Uniform(a=0.0, b=0.4)
+    thinking_sound_per_turn: float = Field(default=0.04, ge=0, le=1)
+    false_start_per_turn: float = Field(default=0.05, ge=0, le=1)
+    repetition_per_turn: float = Field(default=0.04, ge=0, le=1)
+    prolongation_per_turn: float = Field(default=0.05, ge=0, le=1)
+    prolongation_ms: Distribution = Uniform(a=250, b=700)
+    self_repair_per_turn: float = Field(default=0.03, ge=0, le=1)
+    media_per_session: float = Field(default=0.3, ge=0, le=1, description="chance of TV/radio speech")
+    media_s: Distribution = Uniform(a=3.0, b=9.0)
+    levels_db: dict[str, float] = Field(
+        default={"laughter": -2.0, "breath": -16.0, "sigh": -10.0, "cough": -1.0, "throat_clear": -4.0},
+        description="level of each sound relative to the speaker's speech level")
+
+
 class PlannerConfig(Model):
     kind: Literal["scripted"] = "scripted"
 
@@ -107,6 +150,8 @@ class PipelineConfig(Model):
     audio: AudioConfig = AudioConfig()
     labels: LabelConfig = LabelConfig()
     timing: TimingLaws = TimingLaws()
+    acoustics: AcousticsConfig = AcousticsConfig()
+    paralinguistics: ParalinguisticsConfig = ParalinguisticsConfig()
     executor: ExecutorConfig = ExecutorConfig()
     output: OutputConfig = OutputConfig()
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 
 from .common import Language, Model, Slug
-from .dist import Distribution, Fixed, Uniform
+from .dist import Distribution, Fixed
 from .phenomena import REGISTRY
+from .scene import AcousticEnvironment
 
 
 class Persona(Model):
@@ -24,13 +25,6 @@ class Personas(Model):
 class Tool(Model):
     name: Slug
     description: str
-
-
-class AcousticEnvironment(Model):
-    """Where the user is. The skeleton uses only the third-party level; rooms come later."""
-
-    kind: str = "home"
-    third_party_gain_db: Distribution = Uniform(a=-9.0, b=-3.0)
 
 
 class ScenarioSeed(Model):

@@ -1,0 +1,163 @@
+"""Sound banks: folders of audio with a ``manifest.jsonl`` (one JSON object per file).
+
+Each line names a file relative to the folder, its category, duration, sample rate and licence::
+
+    {"path": "babble/cafe-01.flac", "category": "babble", "duration_s": 20.0,
+     "sample_rate": 48000, "licence": "CC-BY-4.0", "source": "my recordings"}
+
+A manifest line that does not validate is a user error (file, line, field, value). A file that
+cannot be read is skipped with a warning and counted: one bad file never stops a run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from pydantic import Field, ValidationError
+
+from ..audio import resample
+from ..errors import UserError
+from ..schema.common import Model, Slug
+
+log = logging.getLogger(__name__)
+MANIFEST = "manifest.jsonl"
+AUDIO_SUFFIXES = {".wav", ".flac", ".ogg", ".mp3"}
+
+
+class BankEntry(Model):
+    path: str = Field(min_length=1)
+    category: Slug
+    duration_s: float = Field(gt=0)
+    sample_rate: int = Field(gt=0)
+    licence: str = Field(min_length=1)
+    source: str = ""
+    text: str = ""
+    style: str = ""
+
+
+@dataclass(frozen=True)
+class BankFile:
+    entry: BankEntry
+    file: str  # absolute path
+
+    @property
+    def category(self) -> str:
+        return self.entry.category
+
+
+@dataclass(frozen=True)
+class Bank:
+    """The readable files of one or more bank folders, in a stable order."""
+
+    files: tuple[BankFile, ...]
+    skipped: tuple[tuple[str, str], ...] = ()  # (file, reason)
+    digest: str = ""
+
+    def of(self, category: str) -> list[BankFile]:
+        return [f for f in self.files if f.category == category]
+
+    def categories(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for f in self.files:
+            out[f.category] = out.get(f.category, 0) + 1
+        return dict(sorted(out.items()))
+
+    def pick(self, category: str, rng: np.random.Generator, target_s: float | None = None) -> BankFile | None:
+        """A file of ``category``: uniformly, or among the 3 closest in length to ``target_s``."""
+        pool = self.of(category)
+        if not pool:
+            return None
+        if target_s is not None:
+            pool = sorted(pool, key=lambda f: (abs(f.entry.duration_s - target_s), f.file))[:3]
+        return pool[int(rng.integers(len(pool)))]
+
+
+class BankReadError(Exception):
+    pass
+
+
+def read_manifest(folder: Path) -> list[BankEntry]:
+    path = folder / MANIFEST
+    if not path.is_file():
+        raise UserError(f"{folder}: no {MANIFEST} (a bank folder lists its files there)")
+    entries = []
+    for i, line in enumerate(path.read_text("utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            entries.append(BankEntry.model_validate_json(line))
+        except ValidationError as e:
+            err = e.errors()[0]
+            field = ".".join(str(x) for x in err["loc"]) or "line"
+            got = f" (got {err['input']!r})" if "input" in err and field != "line" else ""
+            raise UserError(f"{path}:{i}: {field}: {err['msg']}{got}") from None
+    return entries
+
+
+def load_bank(folders: list[Path]) -> Bank:
+    """Read the manifests of ``folders`` and probe every file; unreadable files are skipped."""
+    import soundfile as sf
+
+    files, skipped = [], []
+    h = hashlib.blake2b(digest_size=16)
+    for folder in folders:
+        for entry in read_manifest(folder):
+            file = (folder / entry.path).resolve()
+            reason = None
+            if file.suffix.lower() not in AUDIO_SUFFIXES:
+                reason = f"unsupported file type {file.suffix!r}"
+            elif not file.is_file():
+                reason = "missing"
+            else:
+                try:
+                    info = sf.info(str(file))
+                    if info.frames <= 0:
+                        reason = "no audio frames"
+                except Exception as e:  # noqa: BLE001 - libsndfile raises several kinds
+                    reason = f"unreadable ({str(e).splitlines()[0][:120]})"
+            if reason:
+                log.warning("bank: skipping %s: %s", file, reason)
+                skipped.append((str(file), reason))
+                continue
+            files.append(BankFile(entry, str(file)))
+            h.update(entry.model_dump_json().encode())
+            h.update(str(file.stat().st_size).encode())
+    return Bank(tuple(files), tuple(skipped), h.hexdigest())
+
+
+_CLIPS: OrderedDict = OrderedDict()
+_CLIP_CACHE_BYTES = 256 * 2**20
+
+
+def read_clip(f: BankFile, sample_rate: int) -> np.ndarray:
+    """The file as mono float32 at ``sample_rate``; decoded clips are cached per worker."""
+    key = (f.file, sample_rate)
+    if key in _CLIPS:
+        _CLIPS.move_to_end(key)
+        return _CLIPS[key]
+    import soundfile as sf
+
+    try:
+        x, sr = sf.read(f.file, dtype="float32", always_2d=True)
+    except Exception as e:  # noqa: BLE001
+        raise BankReadError(f"{f.file}: {str(e).splitlines()[0][:120]}") from None
+    if len(x) == 0:
+        raise BankReadError(f"{f.file}: no audio frames")
+    y = resample(x.mean(axis=1), sr, sample_rate)
+    _CLIPS[key] = y
+    while sum(v.nbytes for v in _CLIPS.values()) > _CLIP_CACHE_BYTES and len(_CLIPS) > 1:
+        _CLIPS.popitem(last=False)
+    return y
+
+
+def write_manifest(folder: Path, entries: list[BankEntry]) -> None:
+    from ..io.files import write_text_atomic
+
+    lines = [json.dumps(e.model_dump(exclude_defaults=True), ensure_ascii=False, sort_keys=True) for e in entries]
+    write_text_atomic(folder / MANIFEST, "\n".join(lines) + "\n")
