@@ -54,3 +54,27 @@ def fade_out(x: np.ndarray, length: int) -> np.ndarray:
     if length > 0:
         y[-length:] *= (0.5 * (1 + np.cos(np.linspace(0, np.pi, length)))).astype(y.dtype)
     return y
+
+
+def prolong(x: np.ndarray, at: int, extra: int, sample_rate: int) -> np.ndarray:
+    """``x`` with ``extra`` samples of sustained voice inserted at ``at`` (a drawn-out vowel).
+
+    One pitch period found by autocorrelation in the 60 ms before ``at`` is repeated with short
+    cross-fades, so the inserted part continues the voice rather than looping a noisy grain.
+    """
+    seg_len = int(0.06 * sample_rate)
+    a = max(0, at - seg_len)
+    seg = x[a:at].astype(np.float64)
+    if len(seg) < seg_len // 2 or extra <= 0:
+        return x
+    lo, hi = sample_rate // 400, sample_rate // 70
+    ac = np.correlate(seg - seg.mean(), seg - seg.mean(), "full")[len(seg) - 1:]
+    period = lo + int(np.argmax(ac[lo:min(hi, len(ac) - 1)])) if len(ac) > lo + 1 else len(seg) // 2
+    k = max(1, (seg_len // 2) // period)
+    cycle = seg[-k * period:]
+    reps = -(-extra // len(cycle))
+    body = np.tile(cycle, reps)[:extra]
+    fade = min(len(body) // 4, int(0.01 * sample_rate))
+    if fade > 1:
+        body[-fade:] *= np.linspace(1.0, 0.6, fade)  # settle into the release that follows
+    return np.concatenate([x[:at], body.astype(x.dtype), x[at:]])

@@ -46,7 +46,18 @@ def _spec(pipeline: Path, out: Optional[Path], sessions: Optional[int], seed: Op
         planner.check_seed(s, str(p))
     seeds = [s for _, s in pairs]
     out_dir = out or Path(cfg.output.dir.format(name=cfg.name))
-    return RunSpec(config=cfg, seeds=tuple(seeds), out_dir=str(out_dir))
+    return RunSpec(config=cfg, seeds=tuple(seeds), out_dir=str(out_dir), bank=_bank(cfg, pipeline))
+
+
+def _bank(cfg, pipeline: Path):
+    from .banks.bank import resolve_banks
+
+    bank = resolve_banks(cfg.acoustics.banks, pipeline.resolve().parent,
+                         on_build=lambda f: console.print(f"building the generated sound bank in {f}"))
+    if bank is not None and bank.skipped:
+        console.print(f"[yellow]warning:[/] {len(bank.skipped)} unreadable bank files skipped "
+                      f"(first: {bank.skipped[0][0]}: {bank.skipped[0][1]})")
+    return bank
 
 
 @app.command()
@@ -127,6 +138,37 @@ def validate(out_dir: Path = typer.Argument(..., help="A run folder.")) -> None:
         console.print(f"[red]{len(problems)} problems[/] in {n} sessions")
         raise typer.Exit(1)
     console.print(f"[green]ok[/] {n} sessions pass")
+
+
+banks_app = typer.Typer(no_args_is_help=True, help="Sound banks: noise, babble, media, laughter.")
+app.add_typer(banks_app, name="banks")
+
+
+@banks_app.command("build")
+def banks_build(out: Path = typer.Option(Path("noise_banks/generated"), "--out", help="Folder to write."),
+                seed: int = typer.Option(0, "--seed")) -> None:
+    """Generate the local bank (deterministic: same seed, same bytes) with its manifest.jsonl."""
+    from .banks.generate import build_bank
+
+    t0 = time.time()
+    entries = build_bank(out, seed)
+    cats: dict[str, int] = {}
+    for e in entries:
+        cats[e.category] = cats.get(e.category, 0) + 1
+    console.print(f"[green]built[/] {len(entries)} files in {out} in {time.time() - t0:.1f} s: "
+                  + ", ".join(f"{k} {v}" for k, v in sorted(cats.items())))
+
+
+@banks_app.command("check")
+def banks_check(folders: list[Path] = typer.Argument(..., help="Bank folders with a manifest.jsonl.")) -> None:
+    """Probe every file of the banks; list the unreadable ones (they are skipped in runs)."""
+    from .banks.bank import load_bank
+
+    bank = load_bank(list(folders))
+    for f, reason in bank.skipped:
+        console.print(f"[yellow]skipped[/] {f}: {reason}")
+    console.print(f"{len(bank.files)} files usable, {len(bank.skipped)} skipped: "
+                  + ", ".join(f"{k} {v}" for k, v in bank.categories().items()))
 
 
 def main() -> None:

@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import soundfile as sf
 
-from .audio import active_rms_db
-from .backends.tts import Rendered, TTSEngine, Voice
+from .audio import active_rms_db, prolong
+from .backends.room import room_irs
+from .backends.tts import Rendered, TTSEngine, Voice, WordTime
+from .banks.bank import Bank, BankReadError, read_clip
 from .errors import SessionReject
 from .rng import stream
 from .schema.common import CHANNEL_ORDER
@@ -24,7 +26,9 @@ from .schema.record import PhenomenonHit, Reject, SessionRecord
 from .schema.seed import ScenarioSeed
 from .stages.label import label_session
 from .stages.mix import mix
+from .stages.paraling import decorate
 from .stages.place import place
+from .stages.scene import draw_scene
 from .stages import qa
 
 
@@ -70,34 +74,76 @@ def flac_bytes(pcm: np.ndarray, sample_rate: int) -> bytes:
     return buf.getvalue()
 
 
-def _render(plan, voices, tts: TTSEngine, config: PipelineConfig) -> dict[str, Rendered]:
+def _render(plan, voices, tts: TTSEngine, bank: Bank | None, config: PipelineConfig,
+            rng_for) -> tuple[dict[str, Rendered], dict[str, dict]]:
+    """Every event's audio at its speaker's level: TTS for words, the bank for sounds."""
     sr = config.audio.sample_rate
-    out = {}
+    out, sounds = {}, {}
     for ev in plan.events:
-        r = tts.synthesize(list(ev.words), voices[ev.speaker], sr)
-        gain = 10 ** ((config.audio.speaker_rms_dbfs - active_rms_db(r.audio, sr)) / 20)
+        if ev.sound is not None:
+            r, sounds[ev.id] = _sound(ev, bank, config, rng_for(ev.id))
+        else:
+            r = tts.synthesize(list(ev.words), voices[ev.speaker], sr)
+            if ev.prolong_ms and r.words:
+                r = _prolonged(r, int(ev.prolong_ms * sr / 1000))
+        level = config.audio.speaker_rms_dbfs + config.paralinguistics.levels_db.get(ev.sound or "", 0.0)
+        gain = 10 ** ((level - active_rms_db(r.audio, sr)) / 20)
         out[ev.id] = Rendered((r.audio * gain).astype(np.float32), sr, r.words)
-    return out
+    return out, sounds
+
+
+def _prolonged(r: Rendered, extra: int) -> Rendered:
+    """Draw out the last word: insert sustained voice 30 ms before its end."""
+    last = r.words[-1]
+    at = max(last.on + 1, last.off - int(0.03 * r.sample_rate))
+    audio = prolong(r.audio, at, extra, r.sample_rate)
+    grown = len(audio) - len(r.audio)
+    words = r.words[:-1] + (WordTime(last.word, last.lang, last.on, last.off + grown),)
+    return Rendered(audio, r.sample_rate, words)
+
+
+def _sound(ev, bank: Bank | None, config: PipelineConfig, rng) -> tuple[Rendered, dict]:
+    """A clip from the bank: laughter near a drawn length, TV speech cut to a drawn length."""
+    sr, para = config.audio.sample_rate, config.paralinguistics
+    category = ev.sound
+    target = para.laughter_ms.sample(rng) / 1000 if category == "laughter" else None
+    f = bank.pick(category, rng, target) if bank is not None else None
+    if f is None:
+        raise SessionReject("render", f"no_bank_sound:{category}", ev.id)
+    try:
+        clip = read_clip(f, sr)
+    except BankReadError as e:
+        raise SessionReject("render", "bank_file_unreadable", str(e)) from None
+    if category == "media":
+        n = min(len(clip), int(para.media_s.sample(rng) * sr))
+        start = int(rng.integers(0, len(clip) - n + 1))
+        clip = clip[start : start + n]
+    word = ev.words[0]
+    return Rendered(clip, sr, (WordTime(word.text, word.lang, 0, len(clip)),)), f.ref()
 
 
 def make_session(config: PipelineConfig, seed: ScenarioSeed, run_seed: int, session_id: str,
-                 planner, tts: TTSEngine, timer: Timer | None = None) -> SessionOutput | Reject:
+                 planner, tts: TTSEngine, timer: Timer | None = None,
+                 bank: Bank | None = None) -> SessionOutput | Reject:
     timer = timer or Timer()
     t0 = time.perf_counter()
     try:
         plan = planner.plan(seed, session_id, stream(run_seed, session_id, "plan"))
+        plan = decorate(plan, seed, config.paralinguistics, stream(run_seed, session_id, "paraling"))
         t0 = timer.add("plan", t0)
-        scene_rng = stream(run_seed, session_id, "scene")
-        speakers = sorted({e.speaker for e in plan.events})
-        voices = draw_voices(config, speakers, scene_rng)
-        gains = {"third_party": float(seed.environment.third_party_gain_db.sample(scene_rng))}
-        rendered = _render(plan, voices, tts, config)
+        speakers = sorted({e.speaker for e in plan.events if e.speaker in ("user", "system", "third_party")})
+        voices = draw_voices(config, speakers, stream(run_seed, session_id, "voices"))
+        scene = draw_scene(config, seed, plan, bank, lambda name: stream(run_seed, session_id, "scene", name))
+        rendered, sounds = _render(plan, voices, tts, bank, config,
+                                   lambda eid: stream(run_seed, session_id, "render", eid))
         t0 = timer.add("tts", t0)
         placed = place(plan, rendered, config.timing, config.audio.sample_rate,
                        lambda name: stream(run_seed, session_id, "place", name))
         tl = placed.timeline
         t0 = timer.add("clock", t0)
-        m = mix(tl, placed.audio, gains, config.audio.peak_limit)
+        irs = room_irs(scene.room, config.audio.sample_rate) if scene.room is not None else {}
+        t0 = timer.add("room", t0)
+        m = mix(tl, placed.audio, scene, irs, bank, config.audio.peak_limit)
         user_pcm, sys_pcm, stem_pcm = quantize(m.user_side), quantize(m.system), quantize(m.user_stem)
         t0 = timer.add("mix", t0)
         sr, period, lab = config.audio.sample_rate, config.labels.frame_period_ms, config.labels
@@ -120,9 +166,9 @@ def make_session(config: PipelineConfig, seed: ScenarioSeed, run_seed: int, sess
             sys_action=labels.sys_action, sys_floor=labels.sys_floor, usr_floor=labels.usr_floor,
             sys_vad=labels.sys_vad, usr_vad=labels.usr_vad, markers=labels.markers,
             events=tl.events, delegations=tl.work, phenomena=hits,
-            scene={"tts_engine": tts.name, "voices": {k: v.as_dict() for k, v in voices.items()},
-                   "gains_db": {k: round(float(v), 3) for k, v in m.gains_db.items()},
-                   "environment": seed.environment.kind, "channel_order": list(CHANNEL_ORDER)},
+            scene={**scene.model_dump(mode="json"), "tts_engine": tts.name,
+                   "voices": {k: v.as_dict() for k, v in voices.items()}, "sounds": sounds,
+                   "gains_db": m.gains_db, "channel_order": list(CHANNEL_ORDER)},
             seed=run_seed, planner=plan.planner,
         )
         out = SessionOutput(record, flac_bytes(user_pcm, sr), flac_bytes(sys_pcm, sr))

@@ -45,6 +45,12 @@ class BankEntry(Model):
 class BankFile:
     entry: BankEntry
     file: str  # absolute path
+    bank: str  # the bank folder's name
+
+    def ref(self) -> dict:
+        """How a record names this file: bank folder name, path in it, licence."""
+        return {"bank": self.bank, "path": self.entry.path, "category": self.category,
+                "licence": self.entry.licence}
 
     @property
     def category(self) -> str:
@@ -58,6 +64,9 @@ class Bank:
     files: tuple[BankFile, ...]
     skipped: tuple[tuple[str, str], ...] = ()  # (file, reason)
     digest: str = ""
+
+    def find(self, bank: str, path: str) -> BankFile | None:
+        return next((f for f in self.files if f.bank == bank and f.entry.path == path), None)
 
     def of(self, category: str) -> list[BankFile]:
         return [f for f in self.files if f.category == category]
@@ -125,7 +134,7 @@ def load_bank(folders: list[Path]) -> Bank:
                 log.warning("bank: skipping %s: %s", file, reason)
                 skipped.append((str(file), reason))
                 continue
-            files.append(BankFile(entry, str(file)))
+            files.append(BankFile(entry, str(file), folder.name))
             h.update(entry.model_dump_json().encode())
             h.update(str(file.stat().st_size).encode())
     return Bank(tuple(files), tuple(skipped), h.hexdigest())
@@ -161,3 +170,31 @@ def write_manifest(folder: Path, entries: list[BankEntry]) -> None:
 
     lines = [json.dumps(e.model_dump(exclude_defaults=True), ensure_ascii=False, sort_keys=True) for e in entries]
     write_text_atomic(folder / MANIFEST, "\n".join(lines) + "\n")
+
+
+def resolve_banks(refs, base_dir: Path, on_build=None) -> Bank | None:
+    """Load the bank folders of a pipeline (paths relative to ``base_dir``), building the
+    generated one first where it is missing or was made by another generator version."""
+    from .generate import BANK_VERSION, build_bank
+
+    if not refs:
+        return None
+    folders = []
+    for i, ref in enumerate(refs):
+        folder = (base_dir / ref.path).resolve()
+        if ref.generate and _stale(folder, BANK_VERSION):
+            if on_build:
+                on_build(folder)
+            build_bank(folder)
+        elif not folder.is_dir():
+            raise UserError(f"acoustics.banks[{i}].path: no such folder {folder} (got {ref.path!r})")
+        folders.append(folder)
+    return load_bank(folders)
+
+
+def _stale(folder: Path, version: str) -> bool:
+    path = folder / MANIFEST
+    if not path.is_file():
+        return True
+    first = path.read_text("utf-8").split("\n", 1)[0]
+    return f"duplexsynth {version}" not in first

@@ -21,6 +21,7 @@ def fingerprint(spec: RunSpec) -> str:
         "config": spec.config.generation_part(),
         "seeds": [s.model_dump(mode="json") for s in spec.seeds],
         "version": __version__,
+        "bank": spec.bank.digest if spec.bank is not None else None,
     }
     return hashlib.blake2b(json.dumps(payload, sort_keys=True).encode(), digest_size=16).hexdigest()
 
@@ -51,6 +52,10 @@ def prepare_folder(spec: RunSpec) -> Path:
         "config": spec.config.model_dump(mode="json"),
         "seeds": [s.id for s in spec.seeds],
         "channels": ["user", "system"],
+        "bank": None if spec.bank is None else {
+            "digest": spec.bank.digest, "files": len(spec.bank.files), "categories": spec.bank.categories(),
+            "skipped": [{"file": f, "reason": r} for f, r in spec.bank.skipped],
+            "licences": sorted({f.entry.licence for f in spec.bank.files})},
         "versions": {"duplexsynth": __version__, "numpy": numpy.__version__,
                      "pyarrow": pyarrow.__version__, "pydantic": pydantic.__version__},
     }
@@ -88,7 +93,8 @@ def merge(spec: RunSpec) -> dict:
     """Write ``rejects.jsonl`` and ``stats.json`` from the per-task files, in rank order."""
     out = Path(spec.out_dir)
     totals: dict = {"sessions": 0, "rejects": 0, "audio_s": 0.0, "cpu_s": 0.0, "stage_s": {},
-                    "rejects_by_reason": {}, "phenomena": {}, "languages": {}, "tasks": spec.num_tasks}
+                    "rejects_by_reason": {}, "phenomena": {}, "languages": {}, "tasks": spec.num_tasks,
+                    "bank_files_skipped": len(spec.bank.skipped) if spec.bank is not None else 0}
     lines = []
     for r in range(spec.num_tasks):
         m = marker_path(out, r)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..io.files import write_text_atomic
 from ..io.shards import write_parquet, write_webdataset
+from ..banks.bank import Bank
 from ..schema.config import PipelineConfig
 from ..schema.record import Reject, TaskStats
 from ..schema.seed import ScenarioSeed
@@ -20,11 +21,13 @@ from ..schema.seed import ScenarioSeed
 
 @dataclass(frozen=True)
 class RunSpec:
-    """Everything a worker needs, picklable: resolved config, loaded seeds, output folder."""
+    """Everything a worker needs, picklable: resolved config, loaded seeds, output folder and
+    the probed sound bank (workers decode its files lazily)."""
 
     config: PipelineConfig
     seeds: tuple[ScenarioSeed, ...]
     out_dir: str
+    bank: Bank | None = None
 
     @property
     def num_tasks(self) -> int:
@@ -55,7 +58,7 @@ def run_task(spec: RunSpec, rank: int) -> TaskStats:
     good: list[SessionOutput] = []
     rejects: list[Reject] = []
     for sid, seed in spec.session_ids(rank):
-        result = make_session(cfg, seed, cfg.seed, sid, planner, tts, timer)
+        result = make_session(cfg, seed, cfg.seed, sid, planner, tts, timer, spec.bank)
         (good if isinstance(result, SessionOutput) else rejects).append(result)
     t0 = time.perf_counter()
     name = f"part-{rank:05d}"

@@ -22,6 +22,7 @@ Relation = Literal[
     "delegates_for",
     "delivers_result_of",
     "supersedes",
+    "during",
 ]
 Completion = Literal["complete", "interrupted"]
 

@@ -13,6 +13,8 @@ from pydantic import Field, model_validator
 from .common import FloorIntent, Language, Model, Relation, Slug, Speaker, WordLang
 
 PauseKind = Literal["within_turn", "hesitation", "long"]
+Sound = Literal["laughter", "breath", "sigh", "cough", "throat_clear", "media"]
+"""Events rendered from a sound bank instead of TTS; their one word is a tag like ``[laughter]``."""
 
 
 class PlannedWord(Model):
@@ -26,6 +28,8 @@ class PlannedEvent(Model):
     ``attach_word`` is the index of the word of the attached event at which an ``interrupts``
     or ``backchannels_on`` event is placed; ``pause_before`` chooses the pause law of a
     ``continues`` event; ``gap_kind`` selects a dispreferred (long) gap for ``responds_to``.
+    A ``sound`` event (laughter, breath, cough, TV speech ...) is rendered from the sound bank;
+    ``during`` places it inside the attached event.
     """
 
     id: Slug
@@ -40,6 +44,8 @@ class PlannedEvent(Model):
     gap_kind: Literal["normal", "dispreferred"] = "normal"
     work_id: Slug | None = None
     phenomena: list[str] = Field(default_factory=list)
+    sound: Sound | None = None
+    prolong_ms: float | None = Field(default=None, gt=0, le=3000, description="stretch the last word")
 
     @property
     def text(self) -> str:

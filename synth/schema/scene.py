@@ -41,7 +41,8 @@ class AcousticEnvironment(Model):
     third_party_gain_db: Distribution = Uniform(a=-9.0, b=-3.0)
     media_gain_db: Distribution = Uniform(a=-18.0, b=-8.0)
     snr_db: Distribution = Uniform(a=10.0, b=30.0)
-    noise_beds: list[Literal["stationary", "hum", "babble"]] = Field(default=list(NOISE_BEDS), min_length=1)
+    noise_beds: list[Slug] = Field(default=list(NOISE_BEDS), min_length=1, description="bank categories")
+    noise_events: list[Slug] = Field(default=list(NOISE_EVENTS), description="bank categories layered on top")
     noise_event_prob: float = Field(default=0.4, ge=0, le=1, description="chance of a click layer")
     noise_event_gain_db: Distribution = Uniform(a=-6.0, b=0.0)
 
@@ -87,7 +88,8 @@ class RoomSpec(Model):
 
 
 class NoiseLayer(Model):
-    path: str
+    bank: str  # the bank folder's name (no machine paths in records: shards stay byte-stable)
+    path: str  # as the bank's manifest names it
     category: Slug
     licence: str
     offset_s: float = Field(ge=0)

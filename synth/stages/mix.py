@@ -1,36 +1,105 @@
-"""Mix placed events into the two channels: ch0 user side, ch1 the system's clean speech."""
+"""Render the two channels from placed events and the drawn scene.
+
+ch1 (system) is the system's clean speech. ch0 (user side) is what the device microphone hears:
+every user-side source convolved with its room impulse response and set to its drawn level
+relative to the user's speech, background noise at the drawn SNR, and (optional) the system's
+own voice coming back from the loudspeaker at the drawn echo-return loss. Levels are
+speech-active levels (``active_rms_db``: 10 ms windows within 40 dB of the loudest), so pauses do
+not lower a talker's level; the noise level is its RMS over the whole session.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.signal import oaconvolve
 
+from ..audio import active_rms_db
+from ..banks.bank import Bank, BankReadError, read_clip
+from ..errors import SessionReject
+from ..schema.scene import Scene
 from ..schema.timeline import Timeline
+
+SOURCES = ("user", "third_party", "background")
 
 
 @dataclass(frozen=True)
 class Mix:
     user_side: np.ndarray  # ch0: what the system's microphone hears
     system: np.ndarray  # ch1: the system's clean speech
-    user_stem: np.ndarray  # the user's own voice only (for usr_vad)
+    user_stem: np.ndarray  # the user's own dry voice at its written gain (for usr_vad)
+    user_speech: np.ndarray  # the user's voice as it reaches ch0 (room, gain, peak guard)
+    noise: np.ndarray  # the noise as it reaches ch0
     gains_db: dict
 
 
-def mix(tl: Timeline, audio: dict[str, np.ndarray], gains_db: dict[str, float], peak_limit: float) -> Mix:
+def tracks_of(tl: Timeline, audio: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     n = tl.num_samples
-    tracks = {k: np.zeros(n, np.float32) for k in ("user", "system", "third_party", "background")}
+    tracks = {k: np.zeros(n, np.float32) for k in (*SOURCES, "system")}
     for e in tl.events:
-        if e.speaker not in tracks:
-            continue
-        x = audio[e.id][: n - e.on_sample]
-        tracks[e.speaker][e.on_sample : e.on_sample + len(x)] += x
-    g = {k: float(10 ** (gains_db.get(k, 0.0) / 20)) for k in tracks}
-    user_side = tracks["user"] * g["user"] + tracks["third_party"] * g["third_party"] + tracks["background"] * g["background"]
-    system = tracks["system"] * g["system"]
+        if e.speaker in tracks:
+            x = audio[e.id][: n - e.on_sample]
+            tracks[e.speaker][e.on_sample : e.on_sample + len(x)] += x
+    return tracks
+
+
+def _to_level(x: np.ndarray, sr: int, level_db: float) -> tuple[np.ndarray, float]:
+    g = 10 ** ((level_db - active_rms_db(x, sr)) / 20) if np.any(x) else 1.0
+    return (x * g).astype(np.float32), float(20 * np.log10(g))
+
+
+def mix(tl: Timeline, audio: dict[str, np.ndarray], scene: Scene, irs: dict[str, np.ndarray],
+        bank: Bank | None, peak_limit: float) -> Mix:
+    """The channels of one session; ``irs`` are the scene room's impulse responses (or empty)."""
+    n, sr = tl.num_samples, tl.sample_rate
+    tracks = tracks_of(tl, audio)
+
+    def heard(name: str, x: np.ndarray) -> np.ndarray:
+        return oaconvolve(x, irs[name])[:n].astype(np.float32) if name in irs and np.any(x) else x
+
+    gains: dict[str, float] = {}
+    user_speech, gains["user"] = _to_level(heard("user", tracks["user"]), sr, scene.levels_db["user"])
+    user_side = user_speech.copy()
+    for name in ("third_party", "background"):
+        if name in scene.levels_db and np.any(tracks[name]):
+            wet, gains[name] = _to_level(heard(name, tracks[name]), sr, scene.levels_db[name])
+            user_side += wet
+    system = tracks["system"]
+    if scene.echo is not None and np.any(system):
+        echo_db = active_rms_db(system, sr) - scene.echo.erl_db
+        echo, gains["echo"] = _to_level(heard("loudspeaker", system), sr, echo_db)
+        user_side += echo
+    noise = np.zeros(n, np.float32)
+    if scene.noise is not None:
+        noise = _noise(scene, bank, n, sr)
+        rms_db = 10 * np.log10(np.mean(noise.astype(np.float64) ** 2) + 1e-20)
+        g_db = active_rms_db(user_speech, sr) - scene.noise.snr_db - rms_db
+        noise = (noise * 10 ** (g_db / 20)).astype(np.float32)
+        gains["noise"] = float(g_db)
+        user_side += noise
     # peak guard: one gain per channel, applied to the stems too so labels see what is written
     scale_u = min(1.0, peak_limit / max(float(np.abs(user_side).max()), 1e-9))
     scale_s = min(1.0, peak_limit / max(float(np.abs(system).max()), 1e-9))
-    return Mix(user_side * scale_u, system * scale_s, tracks["user"] * g["user"] * scale_u,
-               {**gains_db, "peak_scale_user_side_db": 20 * np.log10(scale_u),
-                "peak_scale_system_db": 20 * np.log10(scale_s)})
+    g_user = 10 ** (gains["user"] / 20) * scale_u
+    gains.update(peak_scale_user_side_db=20 * np.log10(scale_u), peak_scale_system_db=20 * np.log10(scale_s))
+    return Mix(user_side * scale_u, system * scale_s, tracks["user"] * g_user, user_speech * scale_u,
+               noise * scale_u, {k: round(float(v), 3) for k, v in gains.items()})
+
+
+def _noise(scene: Scene, bank: Bank | None, n: int, sr: int) -> np.ndarray:
+    """The noise layers, each looped from its offset to the session's length."""
+    out = np.zeros(n, np.float64)
+    for layer in scene.noise.layers:
+        f = bank.find(layer.bank, layer.path) if bank is not None else None
+        if f is None:
+            raise SessionReject("mix", "noise_file_missing", f"{layer.bank}/{layer.path}")
+        try:
+            clip = read_clip(f, sr)
+        except BankReadError as e:
+            raise SessionReject("mix", "noise_file_unreadable", str(e)) from None
+        start = int(layer.offset_s * sr) % len(clip)
+        reps = -(-(start + n) // len(clip))
+        x = np.tile(clip, reps)[start : start + n].astype(np.float64)
+        out += x / (np.sqrt(np.mean(x ** 2)) + 1e-12) * 10 ** (layer.gain_db / 20)
+    return out.astype(np.float32)

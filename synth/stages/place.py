@@ -93,6 +93,8 @@ class Clock:
             return self._interrupt(ev, target, rng)
         if ev.relation == "backchannels_on":
             return self._backchannel(ev, slot, target, rng)
+        if ev.relation == "during":  # media, or a sound inside someone's speech
+            return target.on + int(rng.uniform(0.05, 0.6) * len(target.audio))
         return target.off + self._gap(ev, slot, target, rng)
 
     def _gap(self, ev: PlannedEvent, slot: _Slot, target: _Slot, rng) -> int:
@@ -150,6 +152,8 @@ class Clock:
         on = target.on + target.words[k][3] + self.ms(L.backchannel_onset_ms.sample(rng))
         lo = target.on + self.ms(L.backchannel_min_speech_ms)
         hi = target.off - len(slot.audio)
+        if ev.sound is not None:  # a laugh may run past the end of what it laughs at
+            hi = max(hi, target.off - len(slot.audio) // 2)
         if hi < lo:
             raise SessionReject("place", "backchannel_unplaceable", f"{ev.id} on {target.ev.id}")
         return int(min(max(on, lo), hi))
