@@ -59,8 +59,10 @@ class _Decorator:
         self.n += 1
         return f"{base}-{tag}{self.n}"
 
-    def event(self, base: PlannedEvent, act: str, words, floor: str, relation, attach, **kw) -> PlannedEvent:
-        return PlannedEvent(id=self.new_id(base.id, act[:2]), speaker=base.speaker, act=act, floor_intent=floor,
+    def event(self, base: PlannedEvent, act: str, words, floor: str, relation, attach, speaker=None,
+              **kw) -> PlannedEvent:
+        return PlannedEvent(id=self.new_id(base.id, act[:2]), speaker=speaker or base.speaker, act=act,
+                            floor_intent=floor,
                             relation=relation, attach_to=attach, words=words, phenomena=[PHENOMENON_OF[act]], **kw)
 
     def sound(self, base: PlannedEvent, kind: str, relation, attach, **kw) -> PlannedEvent:
@@ -86,11 +88,10 @@ class _Decorator:
                 out.append(ev)
             if laughs.get(i) == "during":
                 k = int(self.rng.integers(len(ev.words) // 3, max(len(ev.words) // 3 + 1, len(ev.words) - 4)))
-                out.append(self.sound(ev, "laughter", "backchannels_on", ev.id, attach_word=k).model_copy(
-                    update={"speaker": "user"}))
+                out.append(self.sound(ev, "laughter", "backchannels_on", ev.id, attach_word=k, speaker="user"))
         if self.on("media") and self.rng.random() < self.cfg.media_per_session:
             out = self._media(out)
-        return self.plan.model_copy(update={"events": out})
+        return Plan.model_validate({**dict(self.plan), "events": out})  # re-checks attachments
 
     def _slots(self, events, expected: float) -> set[int]:
         """Indices of user turn starts that get one sound, ``Poisson(expected)`` of them."""
@@ -102,8 +103,9 @@ class _Decorator:
     def _laughter_slots(self, events, minutes: float) -> dict[int, str]:
         """Laughs per minute from the law: during a long system turn, or before a user turn."""
         k = int(self.rng.poisson(self.cfg.laughter_per_min.sample(self.rng) * minutes))
+        busy = {e.attach_to for e in events if e.relation in ("interrupts", "backchannels_on")}
         during = [i for i, e in enumerate(events) if e.speaker == "system" and len(e.words) >= 10
-                  and e.floor_intent != "none"]
+                  and e.floor_intent != "none" and e.id not in busy]
         before = [i for i, e in enumerate(events) if e.speaker == "user" and e.floor_intent == "take"
                   and e.relation in SPLITTABLE]
         slots: dict[int, str] = {}
