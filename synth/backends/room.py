@@ -60,8 +60,9 @@ def draw_room(env: AcousticEnvironment, sources: list[str], rng: np.random.Gener
     rt60 = law.rt60_s.sample(rng)
     rt60 = round(float(min(max(rt60, lo), hi)), 4)
     e_abs = eyring_absorption(dims, rt60)
-    mic = tuple(round(float(rng.uniform(WALL_MARGIN_M + 0.5, d - WALL_MARGIN_M - 0.5)), 3) for d in dims[:2]) + (
-        round(float(rng.uniform(0.7, min(1.2, dims[2] - WALL_MARGIN_M))), 3),)
+    # the device stands away from the walls (a third of a small room's size at most)
+    mic = tuple(round(float(rng.uniform(min(0.8, d / 3), d - min(0.8, d / 3))), 3) for d in dims[:2]) + (
+        round(float(rng.uniform(min(0.7, dims[2] / 2), min(1.2, dims[2] - WALL_MARGIN_M))), 3),)
     laws = {"user": env.user_distance_m, "third_party": env.third_party_distance_m,
             "background": env.media_distance_m}
     pos, dist = {}, {}

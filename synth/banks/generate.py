@@ -18,7 +18,7 @@ from ..rng import stream
 from . import sounds
 from .bank import BankEntry, write_manifest
 
-BANK_VERSION = "gen-v1"
+BANK_VERSION = "gen-v2"
 SAMPLE_RATE = 24000
 LICENCE = "CC0-1.0"
 

@@ -86,11 +86,14 @@ def laughter(rng: np.random.Generator, sr: int, seconds: float, f0_hz: float, st
         h = int(0.045 * sr)
         asp = _band(rng.standard_normal(n + h), sr, 500, 4500, 2)
         asp = asp / (np.abs(asp).max() + 1e-9)
-        call = breathy * asp * np.concatenate([_env(h, h // 2, 0), np.linspace(1, 0.3, n)])
+        # the "h": aspiration rising into the vowel and dying away in its first 30 ms
+        call = breathy * asp * np.concatenate([_env(h, h // 2, 0), np.exp(-np.arange(n) / (0.03 * sr))])
         call[h:] += (1 - 0.5 * breathy) * voice * _env(n, int(0.012 * sr), int(0.05 * sr))
+        call *= _env(len(call), 0, int(0.01 * sr))
         out.append(call * (1.0 - 0.5 * frac))  # level falls too
-        gap = int((ipi - dur) * sr * rng.uniform(0.7, 1.3)) - h
-        out.append(0.02 * breathy * _band(rng.standard_normal(max(0, gap)), sr, 500, 3000, 2))
+        gap = max(0, int((ipi - dur) * sr * rng.uniform(0.7, 1.3)) - h)
+        g = _band(rng.standard_normal(gap), sr, 500, 3000, 2) if gap > 16 else np.zeros(gap)
+        out.append(0.01 * breathy * g * _env(gap, gap // 3, gap // 3))
     if inhale:
         out.append(0.5 * breath(rng, sr, rng.uniform(0.3, 0.45), inhale=True))
     return _norm(np.concatenate(out), 0.6)

@@ -34,7 +34,7 @@ class AcousticEnvironment(Model):
     """
 
     kind: str = "home"
-    room: RoomLaw = RoomLaw()
+    room: RoomLaw | None = Field(default=RoomLaw(), description="null: free field (outdoors)")
     user_distance_m: Distribution = Uniform(a=0.5, b=2.0)
     third_party_distance_m: Distribution = Uniform(a=1.5, b=4.0)
     media_distance_m: Distribution = Uniform(a=1.5, b=4.0)

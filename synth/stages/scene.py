@@ -23,7 +23,7 @@ def draw_scene(config: PipelineConfig, seed: ScenarioSeed, plan: Plan, bank: Ban
     present = sorted({e.speaker for e in plan.events} & set(ROOM_SOURCES))
     echo = EchoSpec(erl_db=round(float(ac.echo.erl_db.sample(rng_for("echo"))), 2)) if ac.echo.enabled else None
     room = None
-    if ac.room:
+    if ac.room and env.room is not None:
         rng = rng_for("room")
         extra = {"loudspeaker": ("mic", float(ac.echo.speaker_to_mic_m.sample(rng)))} if echo else None
         room = draw_room(env, present, rng, ac.room_max_order, ac.room_rays, extra)
