@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import soundfile as sf
 
-from .audio import active_rms_db, prolong
+from .audio import active_rms_db, fade_out, prolong
 from .backends.room import room_irs
 from .backends.tts import Rendered, TTSEngine, Voice, WordTime
 from .banks.bank import Bank, BankReadError, read_clip
@@ -117,7 +117,9 @@ def _sound(ev, bank: Bank | None, config: PipelineConfig, rng) -> tuple[Rendered
     if category == "media":
         n = min(len(clip), int(para.media_s.sample(rng) * sr))
         start = int(rng.integers(0, len(clip) - n + 1))
-        clip = clip[start : start + n]
+        clip = fade_out(clip[start : start + n], int(0.05 * sr))
+    elif target is not None and len(clip) > 1.2 * target * sr:  # a laugh can stop early
+        clip = fade_out(clip[: int(target * sr)], int(0.04 * sr))
     word = ev.words[0]
     return Rendered(clip, sr, (WordTime(word.text, word.lang, 0, len(clip)),)), f.ref()
 

@@ -308,3 +308,14 @@ def test_written_sessions_never_clip_and_record_their_scene(tmp_path, bank_dir):
     v = subprocess.run([sys.executable, "-m", "synth.cli", "validate", str(tmp_path / "out")],
                        capture_output=True, text=True, cwd=ROOT)
     assert v.returncode == 0, v.stdout + v.stderr
+
+
+def test_noise_loops_without_a_seam():
+    from synth.stages.mix import loop
+
+    clip = np.sin(2 * np.pi * 3.3 * np.arange(4000) / 4000)  # not a whole number of periods
+    step = np.abs(np.diff(clip)).max()
+    assert np.abs(np.diff(np.tile(clip, 5))).max() > 10 * step  # a plain tile jumps at the seam
+    y = loop(clip, 1234, 20000, 400)
+    assert len(y) == 20000
+    assert np.abs(np.diff(y)).max() < 1.5 * step

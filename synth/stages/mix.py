@@ -98,8 +98,20 @@ def _noise(scene: Scene, bank: Bank | None, n: int, sr: int) -> np.ndarray:
             clip = read_clip(f, sr)
         except BankReadError as e:
             raise SessionReject("mix", "noise_file_unreadable", str(e)) from None
-        start = int(layer.offset_s * sr) % len(clip)
-        reps = -(-(start + n) // len(clip))
-        x = np.tile(clip, reps)[start : start + n].astype(np.float64)
+        x = loop(clip, int(layer.offset_s * sr) % len(clip), n, int(0.05 * sr))
         out += x / (np.sqrt(np.mean(x ** 2)) + 1e-12) * 10 ** (layer.gain_db / 20)
     return out.astype(np.float32)
+
+
+def loop(clip: np.ndarray, start: int, n: int, fade: int) -> np.ndarray:
+    """``n`` samples of ``clip`` from ``start``, looped with equal-power cross-fades at the seams."""
+    clip = clip.astype(np.float64)
+    fade = min(fade, len(clip) // 4)
+    if fade < 2:
+        return np.resize(np.roll(clip, -start), n)
+    theta = np.linspace(0.0, np.pi / 2, fade)
+    period = len(clip) - fade  # each copy overlaps the next by ``fade`` samples
+    body = clip[:period].copy()
+    body[:fade] = clip[:fade] * np.sin(theta) + clip[period:] * np.cos(theta)
+    reps = -(-(start % period + n) // period)
+    return np.tile(body, reps)[start % period : start % period + n]
