@@ -87,7 +87,7 @@ class AcousticsConfig(Model):
     banks: list[BankRef] = [BankRef(path="../noise_banks/generated", generate=True)]
     echo: EchoLaw = EchoLaw()
     room_max_order: int = Field(default=3, ge=0, description="image-source order before ray tracing")
-    room_rays: int = Field(default=4000, ge=0, description="rays of the hybrid tracer (0: pure image sources)")
+    room_rays: int = Field(default=2000, ge=0, description="rays of the hybrid tracer (0: pure image sources)")
 
 
 class ParalinguisticsConfig(Model):
