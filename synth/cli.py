@@ -76,19 +76,10 @@ def run(pipeline: Path = typer.Argument(..., help="Pipeline YAML."),
     ex = spec.config.executor
     todo = pending_ranks(spec)
     t0 = time.time()
-    with Progress(TextColumn("[bold]sessions"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.fields[note]}"), console=console, transient=False) as bar:
-        done_before = spec.config.sessions - sum(len(spec.session_ids(r)) for r in todo)
-        task = bar.add_task("run", total=spec.config.sessions, completed=done_before, note="")
-        totals = {"audio": 0.0, "rejects": 0}
-
-        def on_done(stats) -> None:
-            totals["audio"] += stats.audio_s
-            totals["rejects"] += stats.rejects
-            bar.update(task, advance=stats.sessions + stats.rejects,
-                       note=f"{totals['audio'] / 3600:.3f} h audio, {totals['rejects']} rejects")
-
-        execute(spec, ex.kind, ex.workers, ray_address or ex.ray_address, on_done)
+    done_before = spec.config.sessions - sum(len(spec.session_ids(r)) for r in todo)
+    progress = _Progress(spec.config.sessions, done_before, t0)
+    with progress:
+        failed = execute(spec, ex.kind, ex.workers, ray_address or ex.ray_address, progress.task_done)
     stats = merge(spec)
     console.print(
         f"[green]done[/] {stats['sessions']} sessions, {stats['audio_s'] / 3600:.3f} h audio, "
@@ -97,6 +88,49 @@ def run(pipeline: Path = typer.Argument(..., help="Pipeline YAML."),
     console.print(f"  parquet:    {out_dir / 'shards' / 'parquet'}")
     console.print(f"  webdataset: {out_dir / 'shards' / 'webdataset'}")
     console.print(f"  stats:      {out_dir / 'stats.json'}   rejects: {out_dir / 'rejects.jsonl'}")
+    for rank, err in sorted(failed.items()):
+        console.print(f"[red]task {rank:05d} failed:[/] {err}", highlight=False)
+    if failed:
+        console.print(f"[red]{len(failed)} of {spec.num_tasks} tasks failed[/]; "
+                      "rerun the same command to retry them (finished tasks are kept)")
+        raise typer.Exit(1)
+
+
+class _Progress:
+    """A bar on a terminal; one line per finished task otherwise (cluster jobs, CI logs)."""
+
+    def __init__(self, total: int, done: int, t0: float):
+        self.total, self.done, self.t0 = total, done, t0
+        self.audio, self.rejects = 0.0, 0
+        self.bar = None
+        if console.is_terminal:
+            self.bar = Progress(TextColumn("[bold]sessions"), BarColumn(), MofNCompleteColumn(),
+                                TimeElapsedColumn(), TextColumn("{task.fields[note]}"), console=console)
+            self.task = self.bar.add_task("run", total=total, completed=done, note="")
+
+    def __enter__(self):
+        if self.bar is not None:
+            self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+
+    def task_done(self, stats) -> None:
+        self.audio += stats.audio_s
+        self.rejects += stats.rejects
+        self.done += stats.sessions + stats.rejects
+        rate = self.audio / 3600 / max(1e-9, (time.time() - self.t0) / 3600)
+        note = f"{self.audio / 3600:.3f} h audio, {self.rejects} rejects, {rate:.0f}x real time"
+        if stats.sessions == 0 and stats.rejects:
+            reasons = ", ".join(f"{k} {v}" for k, v in stats.rejects_by_reason.items())
+            console.print(f"[yellow]task {stats.rank:05d}: all {stats.rejects} sessions rejected[/] ({reasons})",
+                          highlight=False)
+        if self.bar is not None:
+            self.bar.update(self.task, completed=self.done, note=note)
+        else:
+            console.print(f"progress: {self.done}/{self.total} sessions, {note}", highlight=False)
 
 
 @app.command()

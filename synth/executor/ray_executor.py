@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 
 
-def run_ray(spec, ranks, workers, address, cpus_per_task, on_done) -> None:
+def run_ray(spec, ranks, workers, address, resources, on_done) -> dict[int, str]:
+    """Run ``ranks`` as Ray tasks (retried by Ray on worker death); ``{rank: error}`` of failures."""
     try:
         import ray
     except ImportError as e:
@@ -22,12 +23,21 @@ def run_ray(spec, ranks, workers, address, cpus_per_task, on_done) -> None:
             ray.init(num_cpus=max(1, workers), include_dashboard=False, log_to_driver=False)
         started = True
     try:
-        remote = ray.remote(num_cpus=cpus_per_task, max_retries=3)(run_task)
-        pending = [remote.remote(spec, r) for r in ranks]
+        remote = ray.remote(num_cpus=resources.cpus_per_task, num_gpus=resources.gpus_per_task,
+                            max_retries=resources.max_retries)(run_task)
+        spec_ref = ray.put(spec)
+        refs = {remote.remote(spec_ref, r): r for r in ranks}
+        pending, failed = list(refs), {}
         while pending:
             ready, pending = ray.wait(pending, num_returns=1)
             for ref in ready:
-                on_done(ray.get(ref))
+                try:
+                    on_done(ray.get(ref))
+                except Exception as e:  # noqa: BLE001 - reported per task, the others still run
+                    from .run import _one_line
+
+                    failed[refs[ref]] = _one_line(getattr(e, "cause", None) or e)
+        return failed
     finally:
         if started:
             ray.shutdown()

@@ -67,26 +67,44 @@ def pending_ranks(spec: RunSpec) -> list[int]:
     return [r for r in range(spec.num_tasks) if not marker_path(spec.out_dir, r).exists()]
 
 
+class TaskFailed(Exception):
+    """A task that raised (not a reject): the run goes on, the rank gets no marker."""
+
+
 def execute(spec: RunSpec, kind: str, workers: int, ray_address: str | None = None,
-            on_done: Callable[[TaskStats], None] | None = None) -> None:
+            on_done: Callable[[TaskStats], None] | None = None) -> dict[int, str]:
+    """Run the pending ranks; returns ``{rank: error}`` for tasks that failed (after retries)."""
     ranks = pending_ranks(spec)
     done = on_done or (lambda s: None)
+    failed: dict[int, str] = {}
     if not ranks:
-        return
+        return failed
     if kind == "ray":
         from .ray_executor import run_ray
 
-        run_ray(spec, ranks, workers, ray_address, spec.config.executor.cpus_per_task, done)
-    elif workers <= 1:
+        return run_ray(spec, ranks, workers, ray_address, spec.config.executor, done)
+    if workers <= 1:
         for r in ranks:
-            done(run_task(spec, r))
-    else:
-        from concurrent.futures import as_completed
+            try:
+                done(run_task(spec, r))
+            except Exception as e:  # noqa: BLE001 - reported per task, the others still run
+                failed[r] = _one_line(e)
+        return failed
+    from concurrent.futures import as_completed
 
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = [pool.submit(run_task, spec, r) for r in ranks]
-            for f in as_completed(futures):
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = {pool.submit(run_task, spec, r): r for r in ranks}
+        for f in as_completed(futures):
+            try:
                 done(f.result())
+            except Exception as e:  # noqa: BLE001 - a dead worker breaks the pool: all report
+                failed[futures[f]] = _one_line(e)
+    return failed
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"[:300]
 
 
 def merge(spec: RunSpec) -> dict:
@@ -94,7 +112,8 @@ def merge(spec: RunSpec) -> dict:
     out = Path(spec.out_dir)
     totals: dict = {"sessions": 0, "rejects": 0, "audio_s": 0.0, "cpu_s": 0.0, "stage_s": {},
                     "rejects_by_reason": {}, "phenomena": {}, "languages": {}, "tasks": spec.num_tasks,
-                    "bank_files_skipped": len(spec.bank.skipped) if spec.bank is not None else 0}
+                    "bank_files_skipped": len(spec.bank.skipped) if spec.bank is not None else 0,
+                    "tasks_all_rejected": [], "peak_rss_mb": 0.0}
     lines = []
     for r in range(spec.num_tasks):
         m = marker_path(out, r)
@@ -105,6 +124,9 @@ def merge(spec: RunSpec) -> dict:
         totals["rejects"] += s.rejects
         totals["audio_s"] += s.audio_s
         totals["cpu_s"] += s.wall_s
+        totals["peak_rss_mb"] = max(totals["peak_rss_mb"], s.peak_rss_mb)
+        if s.sessions == 0 and s.rejects:
+            totals["tasks_all_rejected"].append(r)
         for key in ("stage_s", "rejects_by_reason", "phenomena", "languages"):
             for k, v in getattr(s, key).items():
                 totals[key][k] = totals[key].get(k, 0) + v

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..io.files import write_text_atomic
-from ..io.shards import write_parquet, write_webdataset
+from ..io.shards import ShardWriter, remove_stale_temporaries
 from ..banks.bank import Bank
 from ..schema.config import PipelineConfig
 from ..schema.record import Reject, TaskStats
@@ -45,6 +45,11 @@ def marker_path(out_dir: str | Path, rank: int) -> Path:
 
 
 def run_task(spec: RunSpec, rank: int) -> TaskStats:
+    """Make and write the sessions of ``rank``; rejects go to the task's rejects file.
+
+    An unexpected exception fails the task with the session id attached; its files are not
+    finalised and it gets no marker, so a rerun makes it again from scratch.
+    """
     from ..backends.espeak import EspeakTTS
     from ..backends.scripted_planner import ScriptedPlanner
     from ..session import SessionOutput, Timer, make_session
@@ -52,40 +57,58 @@ def run_task(spec: RunSpec, rank: int) -> TaskStats:
     t_start = time.perf_counter()
     cfg = spec.config
     out = Path(spec.out_dir)
+    name = f"part-{rank:05d}"
+    remove_stale_temporaries(out, name)
     tts = EspeakTTS(cfg.tts.voices, cfg.audio.trim_threshold_db)  # built once per task
     planner = ScriptedPlanner()
     timer = Timer()
-    good: list[SessionOutput] = []
+    writer = ShardWriter(out, name, cfg.output.formats)
     rejects: list[Reject] = []
-    for sid, seed in spec.session_ids(rank):
-        result = make_session(cfg, seed, cfg.seed, sid, planner, tts, timer, spec.bank)
-        (good if isinstance(result, SessionOutput) else rejects).append(result)
-    t0 = time.perf_counter()
-    name = f"part-{rank:05d}"
-    if good and "parquet" in cfg.output.formats:
-        write_parquet(out / "shards" / "parquet" / f"{name}.parquet", good)
-    if good and "webdataset" in cfg.output.formats:
-        write_webdataset(out / "shards" / "webdataset" / f"{name}.tar", good)
-    timer.stages["write"] = time.perf_counter() - t0
+    stats = TaskStats(rank=rank)
+    counts = {"phenomena": {}, "languages": {}}
+    audio_s = 0.0
+    try:
+        for sid, seed in spec.session_ids(rank):
+            try:
+                result = make_session(cfg, seed, cfg.seed, sid, planner, tts, timer, spec.bank)
+            except Exception as e:
+                raise RuntimeError(f"session {sid} ({seed.id}): {type(e).__name__}: {e}") from e
+            if not isinstance(result, SessionOutput):
+                rejects.append(result)
+                continue
+            t0 = time.perf_counter()
+            writer.add(result)
+            timer.stages["write"] = timer.stages.get("write", 0.0) + time.perf_counter() - t0
+            audio_s += result.record.duration_s
+            _count(counts["languages"], [result.record.language])
+            _count(counts["phenomena"], [h.id for h in result.record.phenomena])
+        writer.close()
+    except BaseException:
+        writer.abort()
+        raise
     by_reason: dict[str, int] = {}
-    for r in rejects:
-        by_reason[r.reason] = by_reason.get(r.reason, 0) + 1
-    phen: dict[str, int] = {}
-    langs: dict[str, int] = {}
-    for g in good:
-        langs[g.record.language] = langs.get(g.record.language, 0) + 1
-        for h in g.record.phenomena:
-            phen[h.id] = phen.get(h.id, 0) + 1
+    _count(by_reason, [r.reason for r in rejects])
     stats = TaskStats(
-        rank=rank, sessions=len(good), rejects=len(rejects),
-        audio_s=round(sum(g.record.duration_s for g in good), 3),
-        wall_s=round(time.perf_counter() - t_start, 3),
+        rank=rank, sessions=writer.count, rejects=len(rejects), audio_s=round(audio_s, 3),
+        wall_s=round(time.perf_counter() - t_start, 3), peak_rss_mb=round(peak_rss_mb(), 1),
         stage_s={k: round(v, 3) for k, v in sorted(timer.stages.items())},
-        rejects_by_reason=dict(sorted(by_reason.items())), phenomena=dict(sorted(phen.items())),
-        languages=dict(sorted(langs.items())),
+        rejects_by_reason=dict(sorted(by_reason.items())), phenomena=dict(sorted(counts["phenomena"].items())),
+        languages=dict(sorted(counts["languages"].items())),
     )
     write_text_atomic(out / "tasks" / f"{rank:05d}.rejects.jsonl",
                       "".join(json.dumps(r.model_dump(), sort_keys=True) + "\n" for r in rejects))
     # the marker goes last: its presence means the shard files are final
     write_text_atomic(marker_path(out, rank), json.dumps(stats.model_dump(), indent=1, sort_keys=True))
     return stats
+
+
+def _count(into: dict, keys) -> None:
+    for k in keys:
+        into[k] = into.get(k, 0) + 1
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory (Linux reports KiB)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import tarfile
 from pathlib import Path
 
@@ -11,7 +12,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..schema.common import CHANNEL_ORDER
-from .files import write_atomic_with
 
 _AUDIO = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
 _WORD = pa.struct([("word", pa.string()), ("lang", pa.string()), ("on_sample", pa.int64()), ("off_sample", pa.int64())])
@@ -62,24 +62,75 @@ def row(out) -> dict:
     return d
 
 
-def write_parquet(path: Path, outputs: list) -> None:
-    table = pa.Table.from_pylist([row(o) for o in outputs], schema=SCHEMA)
-    write_atomic_with(path, lambda p: pq.write_table(table, p, compression="zstd", row_group_size=64))
+class ShardWriter:
+    """One task's shards, written session by session (memory stays one session deep).
+
+    Files are written under hidden temporary names (``.part-RRRRR.parquet.tmp-PID``, which
+    readers and ``*.parquet`` globs skip) and renamed on ``close``; nothing is opened before the
+    first session, so a task with no good session writes no shard.
+    """
+
+    def __init__(self, out_dir: Path, name: str, formats: list[str]):
+        self.targets = {}
+        if "parquet" in formats:
+            self.targets["parquet"] = Path(out_dir) / "shards" / "parquet" / f"{name}.parquet"
+        if "webdataset" in formats:
+            self.targets["webdataset"] = Path(out_dir) / "shards" / "webdataset" / f"{name}.tar"
+        self._tmp = {k: p.with_name(f".{p.name}.tmp-{os.getpid()}") for k, p in self.targets.items()}
+        self._pq = None
+        self._tar = None
+        self.count = 0
+
+    def add(self, out) -> None:
+        if self.count == 0:
+            for p in self._tmp.values():
+                p.parent.mkdir(parents=True, exist_ok=True)
+            if "parquet" in self._tmp:
+                self._pq = pq.ParquetWriter(self._tmp["parquet"], SCHEMA, compression="zstd")
+            if "webdataset" in self._tmp:
+                self._tar = tarfile.open(self._tmp["webdataset"], "w", format=tarfile.USTAR_FORMAT)
+        if self._pq is not None:
+            self._pq.write_table(pa.Table.from_pylist([row(out)], schema=SCHEMA))
+        if self._tar is not None:
+            _add_sample(self._tar, out)
+        self.count += 1
+
+    def close(self) -> None:
+        if self._pq is not None:
+            self._pq.close()
+        if self._tar is not None:
+            self._tar.close()
+        if self.count:
+            for k, tmp in self._tmp.items():
+                os.replace(tmp, self.targets[k])
+
+    def abort(self) -> None:
+        for closer in (self._pq, self._tar):
+            if closer is not None:
+                try:
+                    closer.close()
+                except Exception:  # noqa: BLE001 - best effort on the way out
+                    pass
+        for tmp in self._tmp.values():
+            tmp.unlink(missing_ok=True)
 
 
-def write_webdataset(path: Path, outputs: list) -> None:
-    """A tar of ``<key>.user.flac``, ``<key>.system.flac``, ``<key>.json`` per session."""
+def remove_stale_temporaries(out_dir: Path, name: str) -> None:
+    """Temp files a killed earlier attempt of this task left behind (any process id)."""
+    for sub, ext in (("parquet", "parquet"), ("webdataset", "tar")):
+        for p in (Path(out_dir) / "shards" / sub).glob(f".{name}.{ext}.tmp-*"):
+            p.unlink(missing_ok=True)
 
-    def write(p: Path) -> None:
-        # tarfile directly rather than webdataset.TarWriter: fixed owner/mode/mtime so the bytes are stable
-        with tarfile.open(p, "w", format=tarfile.USTAR_FORMAT) as tar:
-            for o in outputs:
-                key = o.record.session_id
-                meta = json.dumps(metadata_dict(o), sort_keys=True, ensure_ascii=False).encode()
-                for ext, data in (("json", meta), ("system.flac", o.system_flac), ("user.flac", o.user_flac)):
-                    info = tarfile.TarInfo(f"{key}.{ext}")
-                    info.size, info.mtime, info.mode = len(data), 0, 0o444
-                    info.uname = info.gname = "duplexsynth"
-                    tar.addfile(info, io.BytesIO(data))
 
-    write_atomic_with(path, write)
+def _add_sample(tar: tarfile.TarFile, o) -> None:
+    """``<key>.json``, ``<key>.system.flac``, ``<key>.user.flac``.
+
+    tarfile directly rather than webdataset.TarWriter: fixed owner/mode/mtime so the bytes are stable.
+    """
+    key = o.record.session_id
+    meta = json.dumps(metadata_dict(o), sort_keys=True, ensure_ascii=False).encode()
+    for ext, data in (("json", meta), ("system.flac", o.system_flac), ("user.flac", o.user_flac)):
+        info = tarfile.TarInfo(f"{key}.{ext}")
+        info.size, info.mtime, info.mode = len(data), 0, 0o444
+        info.uname = info.gname = "duplexsynth"
+        tar.addfile(info, io.BytesIO(data))

@@ -130,6 +130,8 @@ class ExecutorConfig(Model):
     workers: int = Field(default=1, ge=1)
     ray_address: str | None = None
     cpus_per_task: float = Field(default=1, gt=0)
+    gpus_per_task: float = Field(default=0, ge=0, description="for a GPU TTS engine")
+    max_retries: int = Field(default=3, ge=0, description="Ray retries of a task whose worker died")
 
 
 class OutputConfig(Model):

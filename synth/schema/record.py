@@ -57,6 +57,7 @@ class TaskStats(Model):
     rejects: int = 0
     audio_s: float = 0.0
     wall_s: float = 0.0
+    peak_rss_mb: float = 0.0
     stage_s: dict[str, float] = Field(default_factory=dict)
     rejects_by_reason: dict[str, int] = Field(default_factory=dict)
     phenomena: dict[str, int] = Field(default_factory=dict)
