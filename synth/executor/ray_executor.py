@@ -9,8 +9,10 @@ def run_ray(spec, ranks, workers, address, resources, on_done) -> dict[int, str]
     """Run ``ranks`` as Ray tasks (retried by Ray on worker death); ``{rank: error}`` of failures."""
     try:
         import ray
-    except ImportError as e:
-        raise ImportError("the ray executor needs Ray: pip install 'duplexsynth[ray]'") from e
+    except ImportError:
+        from ..errors import UserError
+
+        raise UserError("executor.kind: ray needs the ray extra: pip install 'duplexsynth[ray]'") from None
     from .task import run_task
 
     address = address or os.environ.get("RAY_ADDRESS")
@@ -20,7 +22,8 @@ def run_ray(spec, ranks, workers, address, resources, on_done) -> dict[int, str]
             ray.init(address=address, log_to_driver=False)
         else:
             os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-            ray.init(num_cpus=max(1, workers), include_dashboard=False, log_to_driver=False)
+            # "local": a fresh cluster, never one that some other `ray start` left on this machine
+            ray.init(address="local", num_cpus=max(1, workers), include_dashboard=False, log_to_driver=False)
         started = True
     try:
         remote = ray.remote(num_cpus=resources.cpus_per_task, num_gpus=resources.gpus_per_task,
