@@ -24,7 +24,7 @@ def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks."))
     _DEBUG["on"] = debug
 
 
-def _spec(pipeline: Path, out: Optional[Path], sessions: Optional[int], seed: Optional[int],
+def _spec(pipeline: Path, out: Optional[str], sessions: Optional[int], seed: Optional[int],
           executor: Optional[str], workers: Optional[int]):
     from .executor.task import RunSpec
     from .backends.scripted_planner import ScriptedPlanner
@@ -45,7 +45,7 @@ def _spec(pipeline: Path, out: Optional[Path], sessions: Optional[int], seed: Op
     for p, s in pairs:
         planner.check_seed(s, str(p))
     seeds = [s for _, s in pairs]
-    out_dir = out or Path(cfg.output.dir.format(name=cfg.name))
+    out_dir = out or cfg.output.dir.format(name=cfg.name)
     return RunSpec(config=cfg, seeds=tuple(seeds), out_dir=str(out_dir), bank=_bank(cfg, pipeline))
 
 
@@ -62,7 +62,8 @@ def _bank(cfg, pipeline: Path):
 
 @app.command()
 def run(pipeline: Path = typer.Argument(..., help="Pipeline YAML."),
-        out: Optional[Path] = typer.Option(None, "--out", help="Run folder (default from the pipeline)."),
+        out: Optional[str] = typer.Option(None, "--out", help="Run folder: a path or a pyarrow.fs URI "
+                                          "(s3://bucket/prefix?endpoint_override=..., gs://...)."),
         sessions: Optional[int] = typer.Option(None, "--sessions", min=1),
         seed: Optional[int] = typer.Option(None, "--seed"),
         executor: Optional[str] = typer.Option(None, "--executor", help="local or ray"),
@@ -72,7 +73,7 @@ def run(pipeline: Path = typer.Argument(..., help="Pipeline YAML."),
     from .executor.run import execute, merge, pending_ranks, prepare_folder
 
     spec = _spec(pipeline, out, sessions, seed, executor, workers)
-    out_dir = prepare_folder(spec)
+    store = prepare_folder(spec)
     ex = spec.config.executor
     todo = pending_ranks(spec)
     t0 = time.time()
@@ -85,9 +86,9 @@ def run(pipeline: Path = typer.Argument(..., help="Pipeline YAML."),
         f"[green]done[/] {stats['sessions']} sessions, {stats['audio_s'] / 3600:.3f} h audio, "
         f"{stats['rejects']} rejects {stats['rejects_by_reason'] or ''} in {time.time() - t0:.1f} s"
     )
-    console.print(f"  parquet:    {out_dir / 'shards' / 'parquet'}")
-    console.print(f"  webdataset: {out_dir / 'shards' / 'webdataset'}")
-    console.print(f"  stats:      {out_dir / 'stats.json'}   rejects: {out_dir / 'rejects.jsonl'}")
+    console.print(f"  parquet:    {store.path('shards/parquet')}")
+    console.print(f"  webdataset: {store.path('shards/webdataset')}")
+    console.print(f"  stats:      {store.path('stats.json')}   rejects: {store.path('rejects.jsonl')}")
     for rank, err in sorted(failed.items()):
         console.print(f"[red]task {rank:05d} failed:[/] {err}", highlight=False)
     if failed:

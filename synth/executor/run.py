@@ -11,9 +11,9 @@ from typing import Callable
 
 from .. import __version__
 from ..errors import UserError
-from ..io.files import write_text_atomic
+from ..io.store import Store
 from ..schema.record import TaskStats
-from .task import RunSpec, marker_path, run_task
+from .task import RunSpec, marker_name, run_task
 
 
 def fingerprint(spec: RunSpec) -> str:
@@ -26,25 +26,24 @@ def fingerprint(spec: RunSpec) -> str:
     return hashlib.blake2b(json.dumps(payload, sort_keys=True).encode(), digest_size=16).hexdigest()
 
 
-def prepare_folder(spec: RunSpec) -> Path:
+def prepare_folder(spec: RunSpec) -> Store:
     """Create the run folder or check that it was made by the same generation config."""
-    out = Path(spec.out_dir)
+    store = Store(spec.out_dir)
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        store.makedirs()
     except OSError as e:
-        raise UserError(f"output.dir: cannot create {out} ({e.strerror})") from None
-    if not os.access(out, os.W_OK):
-        raise UserError(f"output.dir: {out} is not writable")
-    run_json = out / "run.json"
+        raise UserError(f"output.dir: cannot create {store} ({e.strerror or e})") from None
+    if store.local and not os.access(store.local_path(), os.W_OK):
+        raise UserError(f"output.dir: {store} is not writable")
     fp = fingerprint(spec)
-    if run_json.exists():
-        old = json.loads(run_json.read_text()).get("fingerprint")
+    if store.exists("run.json"):
+        old = json.loads(store.read_text("run.json")).get("fingerprint")
         if old != fp:
             raise UserError(
-                f"{out}: made with a different generation config (fingerprint {old} != {fp}); "
+                f"{store}: made with a different generation config (fingerprint {old} != {fp}); "
                 "use another --out folder"
             )
-        return out
+        return store
     import numpy, pyarrow, pydantic  # noqa: E401 - versions for run.json
 
     info = {
@@ -59,12 +58,14 @@ def prepare_folder(spec: RunSpec) -> Path:
         "versions": {"duplexsynth": __version__, "numpy": numpy.__version__,
                      "pyarrow": pyarrow.__version__, "pydantic": pydantic.__version__},
     }
-    write_text_atomic(run_json, json.dumps(info, indent=1, sort_keys=True))
-    return out
+    store.write_text("run.json", json.dumps(info, indent=1, sort_keys=True))
+    return store
 
 
 def pending_ranks(spec: RunSpec) -> list[int]:
-    return [r for r in range(spec.num_tasks) if not marker_path(spec.out_dir, r).exists()]
+    store = Store(spec.out_dir)
+    done = set(store.list("tasks", "*.done.json"))
+    return [r for r in range(spec.num_tasks) if marker_name(r) not in done]
 
 
 class TaskFailed(Exception):
@@ -109,17 +110,16 @@ def _one_line(e: BaseException) -> str:
 
 def merge(spec: RunSpec) -> dict:
     """Write ``rejects.jsonl`` and ``stats.json`` from the per-task files, in rank order."""
-    out = Path(spec.out_dir)
+    store = Store(spec.out_dir)
     totals: dict = {"sessions": 0, "rejects": 0, "audio_s": 0.0, "cpu_s": 0.0, "stage_s": {},
                     "rejects_by_reason": {}, "phenomena": {}, "languages": {}, "tasks": spec.num_tasks,
                     "bank_files_skipped": len(spec.bank.skipped) if spec.bank is not None else 0,
                     "tasks_all_rejected": [], "peak_rss_mb": 0.0}
     lines = []
     for r in range(spec.num_tasks):
-        m = marker_path(out, r)
-        if not m.exists():
+        if not store.exists(marker_name(r)):
             continue
-        s = TaskStats.model_validate_json(m.read_text())
+        s = TaskStats.model_validate_json(store.read_text(marker_name(r)))
         totals["sessions"] += s.sessions
         totals["rejects"] += s.rejects
         totals["audio_s"] += s.audio_s
@@ -130,14 +130,14 @@ def merge(spec: RunSpec) -> dict:
         for key in ("stage_s", "rejects_by_reason", "phenomena", "languages"):
             for k, v in getattr(s, key).items():
                 totals[key][k] = totals[key].get(k, 0) + v
-        rej = out / "tasks" / f"{r:05d}.rejects.jsonl"
-        if rej.exists():
-            lines.append(rej.read_text())
+        rej = f"tasks/{r:05d}.rejects.jsonl"
+        if store.exists(rej):
+            lines.append(store.read_text(rej))
     totals["audio_s"] = round(totals["audio_s"], 3)
     totals["cpu_s"] = round(totals["cpu_s"], 3)
     totals["stage_s"] = {k: round(v, 3) for k, v in sorted(totals["stage_s"].items())}
     for key in ("rejects_by_reason", "phenomena", "languages"):
         totals[key] = dict(sorted(totals[key].items()))
-    write_text_atomic(out / "rejects.jsonl", "".join(lines))
-    write_text_atomic(out / "stats.json", json.dumps(totals, indent=1, sort_keys=True))
+    store.write_text("rejects.jsonl", "".join(lines))
+    store.write_text("stats.json", json.dumps(totals, indent=1, sort_keys=True))
     return totals

@@ -9,9 +9,8 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
-from ..io.files import write_text_atomic
+from ..io.store import Store
 from ..io.shards import ShardWriter, remove_stale_temporaries
 from ..banks.bank import Bank
 from ..schema.config import PipelineConfig
@@ -40,8 +39,9 @@ class RunSpec:
         return [(f"{self.config.name}-{i:06d}", self.seeds[i % len(self.seeds)]) for i in range(lo, hi)]
 
 
-def marker_path(out_dir: str | Path, rank: int) -> Path:
-    return Path(out_dir) / "tasks" / f"{rank:05d}.done.json"
+def marker_name(rank: int) -> str:
+    """The task's completion marker, relative to the run folder."""
+    return f"tasks/{rank:05d}.done.json"
 
 
 def run_task(spec: RunSpec, rank: int) -> TaskStats:
@@ -56,7 +56,7 @@ def run_task(spec: RunSpec, rank: int) -> TaskStats:
 
     t_start = time.perf_counter()
     cfg = spec.config
-    out = Path(spec.out_dir)
+    out = Store(spec.out_dir)
     name = f"part-{rank:05d}"
     remove_stale_temporaries(out, name)
     tts = EspeakTTS(cfg.tts.voices, cfg.audio.trim_threshold_db)  # built once per task
@@ -95,10 +95,10 @@ def run_task(spec: RunSpec, rank: int) -> TaskStats:
         rejects_by_reason=dict(sorted(by_reason.items())), phenomena=dict(sorted(counts["phenomena"].items())),
         languages=dict(sorted(counts["languages"].items())),
     )
-    write_text_atomic(out / "tasks" / f"{rank:05d}.rejects.jsonl",
-                      "".join(json.dumps(r.model_dump(), sort_keys=True) + "\n" for r in rejects))
+    out.write_text(f"tasks/{rank:05d}.rejects.jsonl",
+                   "".join(json.dumps(r.model_dump(), sort_keys=True) + "\n" for r in rejects))
     # the marker goes last: its presence means the shard files are final
-    write_text_atomic(marker_path(out, rank), json.dumps(stats.model_dump(), indent=1, sort_keys=True))
+    out.write_text(marker_name(rank), json.dumps(stats.model_dump(), indent=1, sort_keys=True))
     return stats
 
 

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import tarfile
-from pathlib import Path
-
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -66,29 +63,32 @@ class ShardWriter:
     """One task's shards, written session by session (memory stays one session deep).
 
     Files are written under hidden temporary names (``.part-RRRRR.parquet.tmp-PID``, which
-    readers and ``*.parquet`` globs skip) and renamed on ``close``; nothing is opened before the
-    first session, so a task with no good session writes no shard.
+    readers and ``*.parquet`` globs skip) and moved to their names on ``close``; nothing is
+    opened before the first session, so a task with no good session writes no shard.
     """
 
-    def __init__(self, out_dir: Path, name: str, formats: list[str]):
+    def __init__(self, store, name: str, formats: list[str]):
+        self.store = store
         self.targets = {}
         if "parquet" in formats:
-            self.targets["parquet"] = Path(out_dir) / "shards" / "parquet" / f"{name}.parquet"
+            self.targets["parquet"] = f"shards/parquet/{name}.parquet"
         if "webdataset" in formats:
-            self.targets["webdataset"] = Path(out_dir) / "shards" / "webdataset" / f"{name}.tar"
-        self._tmp = {k: p.with_name(f".{p.name}.tmp-{os.getpid()}") for k, p in self.targets.items()}
+            self.targets["webdataset"] = f"shards/webdataset/{name}.tar"
+        self._streams: dict = {}
+        self._tmp: dict = {}
         self._pq = None
         self._tar = None
         self.count = 0
 
     def add(self, out) -> None:
         if self.count == 0:
-            for p in self._tmp.values():
-                p.parent.mkdir(parents=True, exist_ok=True)
-            if "parquet" in self._tmp:
-                self._pq = pq.ParquetWriter(self._tmp["parquet"], SCHEMA, compression="zstd")
-            if "webdataset" in self._tmp:
-                self._tar = tarfile.open(self._tmp["webdataset"], "w", format=tarfile.USTAR_FORMAT)
+            for k, rel in self.targets.items():
+                self._streams[k], self._tmp[k] = self.store.open_temp(rel)
+            if "parquet" in self._streams:
+                self._pq = pq.ParquetWriter(self._streams["parquet"], SCHEMA, compression="zstd")
+            if "webdataset" in self._streams:
+                self._tar = tarfile.open(fileobj=self._streams["webdataset"], mode="w|",
+                                         format=tarfile.USTAR_FORMAT)
         if self._pq is not None:
             self._pq.write_table(pa.Table.from_pylist([row(out)], schema=SCHEMA))
         if self._tar is not None:
@@ -96,30 +96,28 @@ class ShardWriter:
         self.count += 1
 
     def close(self) -> None:
-        if self._pq is not None:
-            self._pq.close()
-        if self._tar is not None:
-            self._tar.close()
-        if self.count:
-            for k, tmp in self._tmp.items():
-                os.replace(tmp, self.targets[k])
+        for closer in (self._pq, self._tar, *self._streams.values()):
+            if closer is not None:
+                closer.close()
+        for k, tmp in self._tmp.items():
+            self.store.commit(tmp, self.targets[k])
 
     def abort(self) -> None:
-        for closer in (self._pq, self._tar):
+        for closer in (self._pq, self._tar, *self._streams.values()):
             if closer is not None:
                 try:
                     closer.close()
                 except Exception:  # noqa: BLE001 - best effort on the way out
                     pass
         for tmp in self._tmp.values():
-            tmp.unlink(missing_ok=True)
+            self.store.delete(tmp)
 
 
-def remove_stale_temporaries(out_dir: Path, name: str) -> None:
+def remove_stale_temporaries(store, name: str) -> None:
     """Temp files a killed earlier attempt of this task left behind (any process id)."""
     for sub, ext in (("parquet", "parquet"), ("webdataset", "tar")):
-        for p in (Path(out_dir) / "shards" / sub).glob(f".{name}.{ext}.tmp-*"):
-            p.unlink(missing_ok=True)
+        for rel in store.list(f"shards/{sub}", f".{name}.{ext}.tmp-*", hidden=True):
+            store.delete(rel)
 
 
 def _add_sample(tar: tarfile.TarFile, o) -> None:
