@@ -1,4 +1,5 @@
-"""One session end to end: seed -> plan -> scene -> render -> clock -> mix -> labels -> QA.
+"""One session end to end: seed -> plan -> paralinguistics -> voices and scene -> render -> clock
+-> room -> mix -> labels -> QA.
 
 ``make_session`` is a pure function of ``(config, seed, run_seed, session_id)`` and the
 engines passed in; every random draw comes from ``synth.rng.stream`` under the session id.
