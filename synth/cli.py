@@ -129,6 +129,45 @@ def validate(out_dir: Path = typer.Argument(..., help="A run folder.")) -> None:
     console.print(f"[green]ok[/] {n} sessions pass")
 
 
+def _run_folder(out_dir: Path):
+    from .inspection.runfolder import RunFolder
+
+    return RunFolder(out_dir)
+
+
+@app.command()
+def preview(out_dir: Path = typer.Argument(..., help="A run folder."),
+            session_id: str = typer.Argument(..., help="A session id, e.g. demo-000003."),
+            output: Path = typer.Option(..., "-o", "--output", help="PNG file to write."),
+            spectrogram: bool = typer.Option(False, "--spectrogram", help="Spectrograms instead of waveforms."),
+            start: Optional[float] = typer.Option(None, "--start", help="Window start (s)."),
+            end: Optional[float] = typer.Option(None, "--end", help="Window end (s).")) -> None:
+    """One picture of a session: both channels, words, events, label lanes, markers, work items."""
+    from .inspection.preview import draw
+
+    if output.suffix.lower() != ".png":
+        raise UserError(f"-o: the picture is a PNG file (got {str(output)!r})")
+    session = _run_folder(out_dir).session(session_id)
+    path = draw(session, output, "spec" if spectrogram else "wave", start, end)
+    console.print(f"[green]wrote[/] {path}")
+
+
+@app.command()
+def report(out_dir: Path = typer.Argument(..., help="A run folder."),
+           output: Optional[Path] = typer.Option(None, "-o", "--output",
+                                                 help="HTML file (default OUT_DIR/report/report.html).")) -> None:
+    """Statistics against the LABELS.md targets: terminal summary + self-contained HTML report."""
+    from rich.console import Console as _Console
+
+    from .inspection.report import print_summary, write_report
+
+    run = _run_folder(out_dir)
+    html_path = output or run.path / "report" / "report.html"
+    rep = write_report(run, html_path)
+    print_summary(rep, _Console(soft_wrap=False))
+    console.print(f"[green]wrote[/] {html_path}")
+
+
 def main() -> None:
     try:
         rc = app(standalone_mode=False)
