@@ -168,6 +168,27 @@ def report(out_dir: Path = typer.Argument(..., help="A run folder."),
     console.print(f"[green]wrote[/] {html_path}")
 
 
+@app.command()
+def view(out_dir: Path = typer.Argument(..., help="A run folder."),
+         port: int = typer.Option(8765, "--port", min=0, max=65535, help="Port on 127.0.0.1 (0: any free).")) -> None:
+    """Browse a run in a local web page: sessions, audio players for both channels, pictures."""
+    from .inspection.viewer import make_server
+
+    _run_folder(out_dir)
+    try:
+        server = make_server(out_dir, port)
+    except OSError as e:
+        raise UserError(f"--port: cannot listen on 127.0.0.1:{port} ({e.strerror})") from None
+    host, real_port = server.server_address[:2]
+    console.print(f"serving {out_dir} on [bold]http://{host}:{real_port}/[/] (Ctrl-C stops)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
 def main() -> None:
     try:
         rc = app(standalone_mode=False)
