@@ -189,6 +189,20 @@ def view(out_dir: Path = typer.Argument(..., help="A run folder."),
         server.server_close()
 
 
+@app.command()
+def export(out_dir: Path = typer.Argument(..., help="A run folder."),
+           fmt: str = typer.Option(..., "--format", help="minicpm, moshi or fdb"),
+           output: Path = typer.Option(..., "-o", "--output", help="Folder to write."),
+           decision_lag: int = typer.Option(0, "--decision-lag", help="minicpm: units the text runs ahead of its audio."),
+           sample_rate: int = typer.Option(24000, "--sample-rate", help="moshi: WAV rate (Mimi uses 24000).")) -> None:
+    """Export a run for a trainer or benchmark, recomputed from each session's timeline."""
+    from .export import export_run
+
+    meta = export_run(out_dir, fmt, output, decision_lag=decision_lag, sample_rate=sample_rate)
+    console.print(f"[green]exported[/] {fmt} to {output}: "
+                  + ", ".join(f"{k} {v}" for k, v in meta.items() if isinstance(v, (int, dict)) and k != "source"))
+
+
 def main() -> None:
     try:
         rc = app(standalone_mode=False)
