@@ -203,6 +203,26 @@ def export(out_dir: Path = typer.Argument(..., help="A run folder."),
                   + ", ".join(f"{k} {v}" for k, v in meta.items() if isinstance(v, (int, dict)) and k != "source"))
 
 
+@app.command()
+def publish(out_dir: Path = typer.Argument(..., help="A run folder."),
+            repo_id: str = typer.Option(..., "--repo-id", help="Hub dataset repo, ORG/NAME."),
+            dry_run: bool = typer.Option(False, "--dry-run", help="Build the folder, upload nothing."),
+            output: Optional[Path] = typer.Option(None, "-o", "--output",
+                                                  help="Folder to build (default OUT_DIR/hub)."),
+            licence: str = typer.Option("cc-by-4.0", "--license", help="Dataset licence id for the card."),
+            private: bool = typer.Option(False, "--private", help="Create the repo as private.")) -> None:
+    """Dataset card + Hub upload (resumable); --dry-run builds the exact folder only."""
+    from .publish import build_folder, upload
+
+    folder = build_folder(out_dir, output or out_dir / "hub", repo_id, licence)
+    console.print(f"[green]built[/] {folder}")
+    if dry_run:
+        console.print("dry run: nothing uploaded")
+        return
+    url = upload(folder, repo_id, private)
+    console.print(f"[green]uploaded[/] {url}")
+
+
 def main() -> None:
     try:
         rc = app(standalone_mode=False)
