@@ -199,6 +199,9 @@ def upload(folder: Path, repo_id: str, private: bool = False) -> str:
                               commit_message="duplexsynth publish")
     except HfHubHTTPError as e:
         raise UserError(f"--repo-id {repo_id}: the Hub refused the upload ({str(e).splitlines()[0]})") from None
-    except OSError as e:
-        raise UserError(f"--repo-id {repo_id}: cannot reach the Hub ({e})") from None
+    except Exception as e:  # connection errors differ by HTTP client (httpx, requests): name it, one line
+        if type(e).__name__ not in ("ConnectError", "ConnectTimeout", "ConnectionError", "ReadTimeout", "TimeoutException") \
+                and not isinstance(e, OSError):
+            raise
+        raise UserError(f"--repo-id {repo_id}: cannot reach the Hub ({type(e).__name__}: {e})") from None
     return f"https://huggingface.co/datasets/{repo_id}"
