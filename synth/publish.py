@@ -164,6 +164,8 @@ def build_folder(run_dir: str | Path, out: str | Path, repo_id: str, licence: st
     out = Path(out)
     if out.resolve() == run.path.resolve():
         raise UserError(f"-o: {out} is the run folder itself; choose another folder")
+    if out.exists() and any(out.iterdir()) and not (out / "meta" / "run.json").exists():
+        raise UserError(f"-o: {out} is a non-empty folder not made by synth publish; choose an empty or new one")
     for sub in ("data", "webdataset", "meta"):
         if (out / sub).exists():
             shutil.rmtree(out / sub)  # only the sub-folders this command itself writes

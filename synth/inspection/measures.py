@@ -6,6 +6,9 @@ way the clock attached the events (``synth.stages.place``):
 - ``system_gap``: a system ``responds_to`` a user event (not an acknowledgement, not a
   dispreferred answer): ``on - target.off``. Law: Gamma gap, plus the early-start share as -U.
 - ``user_gap``: a user ``responds_to`` a system event. Law: the truncated Normal.
+- ``overlap``: the depth (ms, positive) of every overlapped transition, i.e. ``-gap`` of the
+  system and user gaps below zero. Law: LABELS.md's Gamma(1.5, 150) unless the run's config
+  has an ``overlap_ms`` law (the clock itself draws overlaps from the user-gap law).
 - ``within_turn_pause`` / ``hesitation_pause`` / ``long_pause``: a ``continues`` event's
   ``on - target.off``, split by the tags the planner put on it (``long_thinking_pause``,
   ``filled_pause``).
@@ -25,14 +28,17 @@ import numpy as np
 from ..schema.dist import Distribution
 from ..schema.record import SessionRecord
 
-QUANTITIES = ("system_gap", "user_gap", "within_turn_pause", "hesitation_pause", "long_pause",
+QUANTITIES = ("system_gap", "user_gap", "overlap", "within_turn_pause", "hesitation_pause", "long_pause",
               "stop_latency", "tool_latency")
 LAW_KEYS = {
-    "system_gap": "system_gap_ms", "user_gap": "user_gap_ms", "within_turn_pause": "within_turn_pause_ms",
+    "system_gap": "system_gap_ms", "user_gap": "user_gap_ms", "overlap": "overlap_ms",
+    "within_turn_pause": "within_turn_pause_ms",
     "hesitation_pause": "hesitation_pause_ms", "long_pause": "long_pause_ms",
     "stop_latency": "stop_latency_ms", "tool_latency": "tool_latency_ms",
 }
 FILLERS = {"um", "uh", "er", "erm", "hmm", "well", "嗯", "呃", "那个", "这个"}
+# LABELS.md §3 "overlap at overlapped transitions", not (yet) a law of TimingLaws
+OVERLAP_LAW = {"dist": "gamma", "k": 1.5, "theta": 150.0}
 # LABELS.md §3 targets for the rates
 BACKCHANNEL_TARGET_PER_MIN = {"en": 3.0, "zh": 1.5}
 FILLER_TARGET_PER_100 = {"en": (1.5, 3.0), "zh": (1.1, 1.1)}
@@ -65,6 +71,7 @@ def timings(rec: SessionRecord) -> dict[str, list[float]]:
             out["stop_latency"].append(_ms(target.off_sample - ev.on_sample, sr))
     for w in rec.delegations:
         out["tool_latency"].append(_ms(w.complete_sample - w.close_sample, sr))
+    out["overlap"] = [-g for g in out["system_gap"] + out["user_gap"] if g < 0]
     return out
 
 
@@ -89,7 +96,8 @@ def laws_from_config(config: dict) -> dict[str, Any]:
     adapter = TypeAdapter(Distribution)
     laws: dict[str, Any] = {}
     for q, key in LAW_KEYS.items():
-        laws[q] = adapter.validate_python(timing[key]) if key in timing else getattr(defaults, key)
+        fallback = getattr(defaults, key, None) or adapter.validate_python(OVERLAP_LAW)
+        laws[q] = adapter.validate_python(timing[key]) if key in timing else fallback
     for key in ("system_early_start_ms",):
         laws[key] = adapter.validate_python(timing[key]) if key in timing else getattr(defaults, key)
     laws["system_early_start_prob"] = float(timing.get("system_early_start_prob", defaults.system_early_start_prob))

@@ -22,6 +22,7 @@ from .runfolder import RunFolder
 
 _TITLES = {
     "system_gap": "system gap after a user turn", "user_gap": "user gap after the system",
+    "overlap": "overlap depth at overlapped transitions",
     "within_turn_pause": "within-turn pause", "hesitation_pause": "hesitation pause (filler)",
     "long_pause": "long mid-turn pause", "stop_latency": "system stop after barge-in",
     "tool_latency": "tool latency",
@@ -74,7 +75,7 @@ def timing_figure(quantity: str, by_lang: dict[str, list[float]], laws: dict) ->
         xs = np.asarray(by_lang.get(lang, []), dtype=float)
         lo = law.low if law.low is not None else min([-800.0] + xs.tolist()) if quantity.endswith("gap") else 0.0
         hi_guess = {"tool_latency": 15000.0, "long_pause": 4000.0, "hesitation_pause": 3000.0,
-                    "system_gap": 1500.0, "stop_latency": 1200.0}.get(quantity, 2500.0)
+                    "system_gap": 1500.0, "stop_latency": 1200.0, "overlap": 1000.0}.get(quantity, 2500.0)
         hi = min(law.high, hi_guess) if law.high is not None else hi_guess
         hi = max(hi, float(xs.max()) if xs.size else hi)
         lo = min(lo, float(xs.min()) if xs.size else lo)
