@@ -71,41 +71,60 @@ def _size_category(n: int) -> str:
     return "n>1M"
 
 
-def card_text(run: RunFolder, rep: dict, repo_id: str, licence: str) -> str:
-    """The dataset card (README.md) as text, YAML metadata first."""
+def card_data(run: RunFolder, rep: dict, licence: str):
+    """The card's YAML metadata: licence, languages, task categories, ``configs``, features."""
     import pyarrow.parquet as pq
-    import yaml
     from datasets import DatasetInfo, Features
-    from huggingface_hub import DatasetCard, DatasetCardData
+    from huggingface_hub import DatasetCardData
 
-    features = Features.from_arrow_schema(pq.read_schema(run.parquet_files[0]))
+    features = Features.from_arrow_schema(pq.read_schema(run.parquet_files[0]))  # Audio from the schema metadata
     langs = sorted({p for lang in rep["hours_by_language"] for p in lang.split("-")})
-    data = DatasetCardData(
+    return DatasetCardData(
         license=licence, language=langs, task_categories=TASK_CATEGORIES,
         tags=["full-duplex", "spoken-dialogue", "synthetic", "turn-taking", "code-switching"],
         size_categories=[_size_category(rep["sessions"])], pretty_name=f"duplexsynth {run.name}",
         configs=[{"config_name": "default", "data_files": [{"split": "train", "path": "data/*.parquet"}]}],
         dataset_info=DatasetInfo(features=features)._to_yaml_dict(),
     )
-    hours = sum(rep["hours_by_language"].values())
-    lics = noise_licences(run.records)
-    if lics:
-        lic_md = "| source | licence | url | sessions |\n|---|---|---|---|\n" + "".join(
-            f"| {e['source']} | {e['licence']} | {e['url']} | {e['sessions']} |\n" for e in lics)
-    else:
-        lic_md = "No noise-bank audio with a recorded licence was used in this run (the records' `scene` names none).\n"
-    timing_rows = "".join(
-        f"| {lang} | {q} | {s['n']} | {s['median']:.0f} |\n"
-        for lang, d in rep["timing"].items() for q, s in d.items() if s.get("n"))
+
+
+def _statistics_md(rep: dict) -> str:
+    hours = "".join(f"| {k} | {v:.3f} | {rep['sessions_by_language'].get(k, 0)} |\n"
+                    for k, v in rep["hours_by_language"].items())
+    timing = "".join(f"| {lang} | {q} | {s['n']} | {s['median']:.0f} |\n"
+                     for lang, d in rep["timing"].items() for q, s in d.items() if s.get("n"))
     flat = {pid: n for fam in rep["phenomena"].values() for pid, n in fam.items()}
     phen = ", ".join(f"`{p}` {n}" for p, n in flat.items() if n) or "none"
-    cfg = {k: v for k, v in run.config.items() if k not in ("executor",)}
+    rejects = ", ".join(f"{k} {v}" for k, v in rep["rejects_by_reason"].items()) or "none"
+    actions = ", ".join(f"{k} {v:.1%}" for k, v in rep["action_balance"].items())
+    return (f"| language | hours | sessions |\n|---|---|---|\n{hours}\n"
+            f"Rejected sessions: {rep['rejects']} ({rejects}).\n\n"
+            f"Action balance (share of frames): {actions}.\n\nPhenomena (events): {phen}.\n\n"
+            f"| language | quantity | n | median ms |\n|---|---|---|---|\n{timing}")
+
+
+def _licences_md(run: RunFolder) -> str:
+    lics = noise_licences(run.records)
+    if not lics:
+        return "No noise-bank audio with a recorded licence was used in this run (the records' `scene` names none).\n"
+    return "| source | licence | url | sessions |\n|---|---|---|---|\n" + "".join(
+        f"| {e['source']} | {e['licence']} | {e['url']} | {e['sessions']} |\n" for e in lics)
+
+
+def card_text(run: RunFolder, rep: dict, repo_id: str, licence: str) -> str:
+    """The dataset card (README.md) as text, YAML metadata first."""
+    import yaml
+    from huggingface_hub import DatasetCard
+
+    hours = sum(rep["hours_by_language"].values())
+    period = run.config.get("labels", {}).get("frame_period_ms", 80)
+    cfg = {k: v for k, v in run.config.items() if k != "executor"}
     body = f"""
 # duplexsynth: {run.name}
 
 Synthetic two-channel conversations for training full-duplex spoken dialogue models, made by
-[duplexsynth](#generation-settings): scenario seeds → planned relational events → TTS → one
-shared sample clock → frame labels. {rep['sessions']} sessions, {hours:.3f} h of audio.
+duplexsynth: scenario seeds → planned relational events → TTS → one shared sample clock → frame
+labels. {rep['sessions']} sessions, {hours:.3f} h of audio.
 
 ## Loading
 
@@ -120,26 +139,15 @@ The same sessions are in `webdataset/*.tar` (`<key>.user.flac`, `<key>.system.fl
 **Channel order:** `user_audio` is ch0, the user side (what the system's microphone hears);
 `system_audio` is ch1, the system's own clean speech. Moshi-style trainers put the assistant first.
 
-## Labels (frame period {rep.get('frame_period_ms', run.config.get('labels', {}).get('frame_period_ms', 80))} ms)
+## Labels (frame period {period} ms)
 
 {LABEL_TABLE}
 ## Statistics
 
-| language | hours | sessions |
-|---|---|---|
-""" + "".join(f"| {k} | {v:.3f} | {rep['sessions_by_language'].get(k, 0)} |\n" for k, v in rep["hours_by_language"].items()) + f"""
-Rejected sessions: {rep['rejects']} ({', '.join(f'{k} {v}' for k, v in rep['rejects_by_reason'].items()) or 'none'}).
-
-Action balance (share of frames): {', '.join(f'{k} {v:.1%}' for k, v in rep['action_balance'].items())}.
-
-Phenomena (events): {phen}.
-
-| language | quantity | n | median ms |
-|---|---|---|---|
-{timing_rows}
+{_statistics_md(rep)}
 ## Noise-bank sources and licences
 
-{lic_md}
+{_licences_md(run)}
 ## Generation settings
 
 Fingerprint `{run.info.get('fingerprint', '')}`, versions {json.dumps(run.info.get('versions', {}))}.
@@ -148,7 +156,7 @@ Fingerprint `{run.info.get('fingerprint', '')}`, versions {json.dumps(run.info.g
 {yaml.safe_dump(cfg, sort_keys=True, allow_unicode=True).strip()}
 ```
 """
-    return str(DatasetCard("---\n" + data.to_yaml() + "\n---\n" + body))
+    return str(DatasetCard("---\n" + card_data(run, rep, licence).to_yaml() + "\n---\n" + body))
 
 
 def build_folder(run_dir: str | Path, out: str | Path, repo_id: str, licence: str = DEFAULT_LICENSE) -> Path:

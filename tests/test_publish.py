@@ -111,6 +111,12 @@ def test_noise_bank_licences_reach_the_card(run_dir, tmp_path):
 def test_bad_repo_id_and_upload_without_network_are_one_line(run_dir, tmp_path, monkeypatch):
     r = synth("publish", run_dir, "--repo-id", "nameonly", "--dry-run", "-o", tmp_path / "h", check=False)
     assert r.returncode == 2 and "--repo-id" in r.stderr and "Traceback" not in r.stderr
+    foreign = tmp_path / "mine"
+    (foreign / "data").mkdir(parents=True)
+    (foreign / "data" / "keep.txt").write_text("not ours")
+    r = synth("publish", run_dir, "--repo-id", "o/n", "--dry-run", "-o", foreign, check=False)
+    assert r.returncode == 2 and "not made by synth publish" in r.stderr
+    assert (foreign / "data" / "keep.txt").read_text() == "not ours"
     # a real upload attempt against a closed local port: the folder is built, the error is one line
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
     monkeypatch.setenv("HF_TOKEN", "hf_not_a_token")
