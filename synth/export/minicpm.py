@@ -21,6 +21,8 @@ A unit ``k`` covers samples ``[k*sr, (k+1)*sr)``. Its ``output`` is built from t
 the system words whose onset falls in unit ``k + decision_lag``, ``<|turn_eos|>`` if a system turn
 ends (``turn_eos`` or ``yield``) in that unit, the delegate span if a work item opens there.
 ``decision_lag = 0`` pairs text with the unit in which it is heard; ``1`` emits it one unit early.
+The input side (``<backend>`` injections) and each unit's ``sys_action`` (the timeline's labels
+at a 1 s frame period) are never shifted.
 """
 
 from __future__ import annotations
