@@ -75,6 +75,13 @@ def test_page_lists_sessions_with_playable_audio(server, browser, tmp_path):
     first = page.locator("audio").first
     page.evaluate("a => { a.muted = true; return a.play(); }", first.element_handle())
     page.wait_for_function("a => a.currentTime > 0.2", arg=first.element_handle(), timeout=10_000)
+    # seeking works (the server answers byte ranges)
+    second = page.locator("audio").nth(1).element_handle()
+    target = min(20.0, durations[1][1] / 2)
+    page.evaluate("([a, t]) => new Promise(r => { a.addEventListener('seeked', r, {once: true}); a.currentTime = t; })",
+                  [second, target])
+    assert abs(page.evaluate("a => a.currentTime", second) - target) < 0.5
+    assert page.evaluate("a => a.seekable.length && a.seekable.end(0)", second) > target
     # the session picture opens and is a real image
     page.locator("details summary").first.click()
     page.wait_for_function("() => { const i = document.querySelector('details[open] img');"

@@ -2,7 +2,7 @@
 
 ``/`` lists the sessions (id, scenario, language, duration, phenomena) with an audio player per
 channel and the session picture; ``/audio/<id>/<user|system>.flac`` serves the stored FLAC bytes
-as they are; ``/preview/<id>.png`` draws the picture on first request and caches it in memory;
+as they are (with single byte ranges, so the players can seek); ``/preview/<id>.png`` draws the picture on first request and caches it in memory;
 ``/report`` serves the HTML report. Standard library ``http.server`` (threaded) is enough: this
 is a single-user local tool, not a service.
 """
@@ -20,6 +20,7 @@ from pathlib import Path
 from .runfolder import RunFolder
 
 _AUDIO = re.compile(r"^/audio/([A-Za-z0-9][A-Za-z0-9_-]*)/(user|system)\.flac$")
+_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 _PREVIEW = re.compile(r"^/preview/([A-Za-z0-9][A-Za-z0-9_-]*)\.png$")
 
 
@@ -107,11 +108,21 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def _send(self, body: bytes, ctype: str, status: int = 200) -> None:
-        # Range requests are answered with the whole body; browsers accept that for <audio>
+        headers = {"Content-Type": ctype, "Cache-Control": "no-store", "Accept-Ranges": "bytes"}
+        rng = _RANGE.match(self.headers.get("Range", "")) if status == 200 else None
+        if rng:  # a single byte range, so that <audio> can seek
+            start = int(rng.group(1)) if rng.group(1) else max(0, len(body) - int(rng.group(2) or 0))
+            end = min(int(rng.group(2)), len(body) - 1) if rng.group(1) and rng.group(2) else len(body) - 1
+            if start >= len(body) or start > end:
+                status, body, headers = HTTPStatus.REQUESTED_RANGE_NOT_SATISFIABLE, b"", {
+                    "Content-Range": f"bytes */{len(body)}"}
+            else:
+                headers["Content-Range"] = f"bytes {start}-{end}/{len(body)}"
+                status, body = HTTPStatus.PARTIAL_CONTENT, body[start:end + 1]
         self.send_response(status)
-        self.send_header("Content-Type", ctype)
+        for k, v in headers.items():
+            self.send_header(k, v)
         self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-store")
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
