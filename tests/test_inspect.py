@@ -106,3 +106,17 @@ def test_run_folder_reads_records_with_extra_scene_keys_and_columns(run_dir):
     row["future_column"] = [1, 2, 3]
     rec = record_from_row(row)
     assert rec.scene["room"]["rt60_s"] == 0.4
+
+
+def test_a_webdataset_only_run_reads_the_same(run_dir, tmp_path):
+    import shutil
+
+    wds_only = tmp_path / "run"
+    shutil.copytree(run_dir, wds_only)
+    shutil.rmtree(wds_only / "shards" / "parquet")
+    a, b = RunFolder(run_dir), RunFolder(wds_only)
+    assert [r.model_dump() for r in a.records] == [r.model_dump() for r in b.records]
+    sid = a.records[-1].session_id
+    assert a.session(sid).user_flac == b.session(sid).user_flac
+    synth("preview", wds_only, sid, "-o", tmp_path / "p.png")
+    assert png_size((tmp_path / "p.png").read_bytes()) == (int(WIDTH_IN * DPI), int(HEIGHT_IN * DPI))

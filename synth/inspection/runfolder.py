@@ -88,9 +88,12 @@ class RunFolder:
         return sorted((self.path / "shards" / "webdataset").glob("*.tar"))
 
     def sessions(self, with_audio: bool = True) -> Iterator[Session]:
-        """Every written session in shard order."""
+        """Every written session in shard order (from WebDataset when a run wrote no Parquet)."""
         import pyarrow.parquet as pq
 
+        if not self.parquet_files:
+            yield from self._webdataset_sessions()
+            return
         for pf in self.parquet_files:
             table = pq.read_table(pf)
             if not with_audio:
@@ -100,6 +103,19 @@ class RunFolder:
                 system = (row.pop("system_audio", None) or {}).get("bytes") or b""
                 yield Session(record_from_row(row), user, system, pf.name)
 
+    def _webdataset_sessions(self) -> Iterator[Session]:
+        import tarfile
+
+        for tf in self.webdataset_files:
+            parts: dict[str, dict[str, bytes]] = {}
+            with tarfile.open(tf) as tar:
+                for m in tar.getmembers():
+                    key, ext = m.name.split(".", 1)
+                    parts.setdefault(key, {})[ext] = tar.extractfile(m).read()
+            for key, p in parts.items():
+                rec = record_from_row(json.loads(p["json"]))
+                yield Session(rec, p.get("user.flac", b""), p.get("system.flac", b""), tf.name)
+
     @cached_property
     def records(self) -> list[SessionRecord]:
         return [s.record for s in self.sessions(with_audio=False)]
@@ -108,6 +124,10 @@ class RunFolder:
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
 
+        if not self.parquet_files:
+            for s in self._webdataset_sessions():
+                if s.record.session_id == session_id:
+                    return s
         for pf in self.parquet_files:
             table = pq.read_table(pf)
             hit = table.filter(pc.equal(table["session_id"], session_id))
