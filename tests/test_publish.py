@@ -124,3 +124,40 @@ def test_bad_repo_id_and_upload_without_network_are_one_line(run_dir, tmp_path, 
     r = synth("publish", run_dir, "--repo-id", "o/n", "-o", tmp_path / "h2", check=False, timeout=300)
     assert r.returncode == 2 and "cannot reach the Hub" in r.stderr and "Traceback" not in r.stderr
     assert (tmp_path / "h2" / "README.md").exists()
+
+
+def test_upload_creates_a_dataset_repo_and_uploads_the_built_folder(folder, monkeypatch):
+    import huggingface_hub
+
+    from synth.publish import upload
+
+    calls = []
+
+    class FakeApi:
+        def __init__(self, **kw):
+            calls.append(("init", kw))
+
+        def create_repo(self, repo_id, **kw):
+            calls.append(("create_repo", repo_id, kw))
+
+        def upload_folder(self, **kw):
+            calls.append(("upload_folder", kw))
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
+    url = upload(folder, "org/name", private=True)
+    assert url == "https://huggingface.co/datasets/org/name"
+    assert calls[0] == ("init", {})  # no token handed over: HF_TOKEN or the saved login only
+    assert calls[1] == ("create_repo", "org/name", {"repo_type": "dataset", "private": True, "exist_ok": True})
+    kind, kw = calls[2]
+    assert kind == "upload_folder" and kw["folder_path"] == str(folder) and kw["repo_type"] == "dataset"
+    assert "token" not in kw
+
+    # where the installed huggingface_hub has upload_large_folder, that one is used
+    class LargeApi(FakeApi):
+        def upload_large_folder(self, **kw):
+            calls.append(("upload_large_folder", kw))
+
+    calls.clear()
+    monkeypatch.setattr(huggingface_hub, "HfApi", LargeApi)
+    upload(folder, "org/name")
+    assert [c[0] for c in calls] == ["init", "create_repo", "upload_large_folder"]
