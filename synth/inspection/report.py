@@ -223,7 +223,7 @@ def print_summary(rep: dict, console) -> None:
             cells.append(escape(f"{s['median']:.0f} [{s['p10']:.0f}, {s['p90']:.0f}] ({s['n']})") if s["n"] else "–")
         t.add_row(q, *cells)
     console.print(t)
-    t = Table(title="rates")
+    t = Table(title="rates (targets: backchannels en 3 / zh 1.5 per listener-min; fillers en 1.5-3, zh 1.1 per 100 words)")
     for c in ("language", "user bc / sys-speech min", "fillers / 100 en w", "fillers / 100 zh w"):
         t.add_column(c)
     for lang, r in rep["rates"].items():
