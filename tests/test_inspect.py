@@ -64,6 +64,8 @@ def test_report_html_embeds_its_plots_and_matches_the_run(run_dir, tmp_path):
     assert rep["sessions"] + rep["rejects"] == SESSIONS
     assert abs(sum(rep["hours_by_language"].values()) * 3600 - stats["audio_s"]) < 1.0
     assert abs(sum(rep["action_balance"].values()) - 1) < 1e-9
+    assert rep["target_median_ms"][next(iter(rep["timing"]))]["stop_latency"] == pytest.approx(350, abs=2)
+    assert "target median ms" in html
     flat = {p: n for fam in rep["phenomena"].values() for p, n in fam.items()}
     assert {p: n for p, n in flat.items() if n} == stats["phenomena"]
 
@@ -90,6 +92,11 @@ def test_target_laws_come_from_run_json_and_integrate_to_one(run_dir):
     for q in measures.QUANTITIES:
         area = np.trapezoid(measures.target_pdf(q, laws, "en", x), x)
         assert abs(area - 1) < 0.01, q
+    base = measures.laws_from_config({})  # absent config: the LABELS.md defaults
+    assert abs(measures.target_median("stop_latency", base, "en") - 350) < 2
+    assert abs(measures.target_median("tool_latency", base, "en") - 3000) < 60
+    # Gamma(3, 100) has median 267; the 8 % early starts (-U(0, 200)) pull the mixture's median to ~250
+    assert 245 < measures.target_median("system_gap", base, "en") < 258
     # zh gap offset shifts the gap law
     laws["zh_gap_offset_ms"] = 100.0
     g = np.linspace(0, 2000, 20001)

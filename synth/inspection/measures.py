@@ -141,6 +141,14 @@ def target_pdf(quantity: str, laws: dict, language: str, x: np.ndarray) -> np.nd
     return y
 
 
+def target_median(quantity: str, laws: dict, language: str) -> float:
+    """Median (ms) of the target law, numerically from its density."""
+    x = np.linspace(-5000.0, 120000.0, 250_001)
+    y = target_pdf(quantity, laws, language, x)
+    c = np.cumsum(y) * (x[1] - x[0])
+    return float(x[np.searchsorted(c, c[-1] / 2)])
+
+
 # -- rates and shares ----------------------------------------------------------------------
 def _speech_minutes(rec: SessionRecord, speaker: str) -> float:
     n = sum(e.off_sample - e.on_sample for e in rec.events if e.speaker == speaker and e.floor_intent != "none")

@@ -34,6 +34,9 @@ def build_report(run: RunFolder) -> dict:
     recs = run.records
     times = measures.timings_by_language(recs)
     rejects = run.rejects()
+    laws = measures.laws_from_config(run.config)
+    targets = {lang: {q: round(measures.target_median(q, laws, lang), 1) for q in measures.QUANTITIES}
+               for lang in times}
     return {
         "run": run.name,
         "path": str(run.path),
@@ -43,6 +46,7 @@ def build_report(run: RunFolder) -> dict:
         "hours_by_language": measures.hours_by_language(recs),
         "sessions_by_language": dict(sorted(Counter(r.language for r in recs).items())),
         "timing": {lang: {q: measures.summary_stats(xs) for q, xs in d.items()} for lang, d in times.items()},
+        "target_median_ms": targets,
         "rates": measures.rates(recs),
         "rate_targets": {"backchannels_per_listener_min": measures.BACKCHANNEL_TARGET_PER_MIN,
                          "fillers_per_100_words": measures.FILLER_TARGET_PER_100},
@@ -152,7 +156,8 @@ def render_html(rep: dict, figs: dict[str, bytes]) -> str:
     for lang, d in rep["timing"].items():
         for q, s in d.items():
             timing_rows.append([lang, q, s.get("n", 0)] + [_fmt(s[k]) if k in s else "–"
-                                                           for k in ("median", "p10", "p90")])
+                                                           for k in ("median", "p10", "p90")]
+                               + [_fmt(rep["target_median_ms"][lang][q])])
     rate_rows = [[lang, f"{r['user_backchannels_per_min']:.2f}",
                   measures.BACKCHANNEL_TARGET_PER_MIN.get(lang.split("-")[-1], "–"),
                   f"{r['fillers_per_100_en_words']:.2f}", f"{r['fillers_per_100_zh_words']:.2f}", int(r["words"])]
@@ -167,7 +172,7 @@ def render_html(rep: dict, figs: dict[str, bytes]) -> str:
         _table([[k, f"{v:.3f}", rep["sessions_by_language"].get(k, 0)] for k, v in rep["hours_by_language"].items()],
                ["language", "hours", "sessions"]),
         "<h2>Timing against the targets (LABELS.md §3)</h2>",
-        _table(timing_rows, ["language", "quantity", "n", "median ms", "p10 ms", "p90 ms"]),
+        _table(timing_rows, ["language", "quantity", "n", "median ms", "p10 ms", "p90 ms", "target median ms"]),
         *[f"<h3>{html.escape(_TITLES[q])}</h3>{img(q)}" for q in measures.QUANTITIES],
         "<h2>Backchannel and filler rates</h2>",
         _table(rate_rows, ["language", "user backchannels / system-speech min", "target",
