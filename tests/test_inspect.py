@@ -127,3 +127,22 @@ def test_a_webdataset_only_run_reads_the_same(run_dir, tmp_path):
     assert a.session(sid).user_flac == b.session(sid).user_flac
     synth("preview", wds_only, sid, "-o", tmp_path / "p.png")
     assert png_size((tmp_path / "p.png").read_bytes()) == (int(WIDTH_IN * DPI), int(HEIGHT_IN * DPI))
+
+
+def test_report_counts_rejects_by_reason(run_dir, tmp_path):
+    import shutil
+
+    from synth.inspection.report import build_report, figures, render_html
+
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    lines = [{"session_id": "x-1", "scenario_id": "s", "stage": "place", "reason": "interrupt_unplaceable"},
+             {"session_id": "x-2", "scenario_id": "s", "stage": "place", "reason": "interrupt_unplaceable"},
+             {"session_id": "x-3", "scenario_id": "s", "stage": "tts", "reason": "empty_audio"}]
+    (run / "rejects.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    rf = RunFolder(run)
+    rep = build_report(rf)
+    assert rep["rejects"] == 3
+    assert rep["rejects_by_reason"] == {"place:interrupt_unplaceable": 2, "tts:empty_audio": 1}
+    html = render_html(rep, figures(rf, rep))
+    assert 'alt="rejects"' in html and "place:interrupt_unplaceable" in html
