@@ -38,30 +38,34 @@ LABEL_TABLE = """| column | values | meaning |
 
 
 def noise_licences(records) -> list[dict]:
-    """Every distinct noise-bank source named in the records' ``scene`` with a licence.
+    """Every noise/sound-bank source named in the records' ``scene``, with its licence.
 
-    The scene is free-form; any mapping in it with a ``licence``/``license`` key counts, named by
-    its ``source``/``name``/``id``/``path``. Sessions without such entries contribute nothing.
+    The scene is free-form; any mapping in it with a ``licence``/``license`` key is one used file,
+    grouped by its bank (``bank``, else ``source``/``name``/``id``) and licence, counting distinct
+    files (``path``/``id``) and sessions. Sessions without such entries contribute nothing.
     """
     found: dict[tuple, dict] = {}
 
-    def walk(x) -> None:
+    def walk(x, sid: str) -> None:
         if isinstance(x, dict):
             lic = x.get("licence", x.get("license"))
             if isinstance(lic, str) and lic:
-                name = str(x.get("source") or x.get("name") or x.get("id") or x.get("path") or "unnamed")
-                key = (name, lic)
-                entry = found.setdefault(key, {"source": name, "licence": lic, "url": x.get("url", ""), "sessions": 0})
-                entry["sessions"] += 1
+                name = str(x.get("bank") or x.get("source") or x.get("name") or x.get("id") or "unnamed")
+                origin = str(x.get("url") or (x.get("source") if x.get("source") not in (None, name) else "") or "")
+                e = found.setdefault((name, lic, origin), {"source": name, "licence": lic, "origin": origin,
+                                                           "files": set(), "sessions": set()})
+                e["files"].add(str(x.get("path") or x.get("id") or name))
+                e["sessions"].add(sid)
             for v in x.values():
-                walk(v)
+                walk(v, sid)
         elif isinstance(x, list):
             for v in x:
-                walk(v)
+                walk(v, sid)
 
     for rec in records:
-        walk(rec.scene)
-    return sorted(found.values(), key=lambda e: (e["source"], e["licence"]))
+        walk(rec.scene, rec.session_id)
+    return [{**e, "files": len(e["files"]), "sessions": len(e["sessions"])}
+            for _, e in sorted(found.items())]
 
 
 def _size_category(n: int) -> str:
@@ -107,8 +111,8 @@ def _licences_md(run: RunFolder) -> str:
     lics = noise_licences(run.records)
     if not lics:
         return "No noise-bank audio with a recorded licence was used in this run (the records' `scene` names none).\n"
-    return "| source | licence | url | sessions |\n|---|---|---|---|\n" + "".join(
-        f"| {e['source']} | {e['licence']} | {e['url']} | {e['sessions']} |\n" for e in lics)
+    return "| bank / source | licence | origin | files | sessions |\n|---|---|---|---|---|\n" + "".join(
+        f"| {e['source']} | {e['licence']} | {e['origin']} | {e['files']} | {e['sessions']} |\n" for e in lics)
 
 
 def card_text(run: RunFolder, rep: dict, repo_id: str, licence: str) -> str:

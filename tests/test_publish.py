@@ -85,8 +85,14 @@ def test_card_parses_with_huggingface_hub(folder, run_dir):
     assert set(d["task_categories"]) <= {"audio-to-audio", "voice-activity-detection", "automatic-speech-recognition"}
     text = card.text
     for needle in ("sys_action", "turn_eos", "Channel order", "Generation settings", "frame_period_ms",
-                   "Noise-bank sources and licences", "No noise-bank audio"):
+                   "Noise-bank sources and licences"):
         assert needle in text, needle
+    from synth.publish import noise_licences
+
+    lics = noise_licences(RunFolder(run_dir).records)  # runs with rooms/noise name their banks
+    assert ("No noise-bank audio" in text) == (not lics)
+    for e in lics:
+        assert f"| {e['source']} | {e['licence']} |" in text
 
 
 def test_noise_bank_licences_reach_the_card(run_dir, tmp_path):
@@ -96,16 +102,19 @@ def test_noise_bank_licences_reach_the_card(run_dir, tmp_path):
     t = pq.read_table(pf)
     rows = t.to_pylist()
     scene = json.loads(rows[0]["scene"])
-    scene["noise"] = [{"id": "cafe-01", "source": "DEMAND", "licence": "CC-BY-SA-3.0", "url": "https://example.org/d"},
-                      {"id": "fan", "source": "local-generated", "license": "CC0-1.0"}]
+    scene["extra_noise"] = [
+        {"bank": "demand", "path": "cafe/ch01.wav", "licence": "CC-BY-SA-3.0", "source": "DEMAND corpus"},
+        {"bank": "demand", "path": "cafe/ch02.wav", "licence": "CC-BY-SA-3.0", "source": "DEMAND corpus"},
+        {"id": "fan", "source": "local-recordings", "license": "CC0-1.0", "url": "https://example.org/fan"}]
     scene["room"] = {"rt60_s": 0.35}
     rows[0]["scene"] = json.dumps(scene)
     pq.write_table(pa.Table.from_pylist(rows, schema=t.schema), pf)
     out = tmp_path / "hub"
     synth("publish", run, "--repo-id", "o/n", "--dry-run", "-o", out)
     text = (out / "README.md").read_text()
-    assert "| DEMAND | CC-BY-SA-3.0 | https://example.org/d | 1 |" in text
-    assert "| local-generated | CC0-1.0 |" in text and "No noise-bank audio" not in text
+    assert "| demand | CC-BY-SA-3.0 | DEMAND corpus | 2 | 1 |" in text
+    assert "| local-recordings | CC0-1.0 | https://example.org/fan | 1 | 1 |" in text
+    assert "No noise-bank audio" not in text
 
 
 def test_bad_repo_id_and_upload_without_network_are_one_line(run_dir, tmp_path, monkeypatch):
