@@ -105,3 +105,17 @@ def test_report_page_and_unknown_paths(server, browser):
     assert e.value.code == 404
     with pytest.raises(urllib.error.HTTPError):
         urllib.request.urlopen(url + "audio/nope/user.flac")
+
+
+def test_busy_port_is_a_one_line_error(tmp_path_factory):
+    import socket
+
+    from inspect_helpers import synth
+
+    run_dir = small_run(tmp_path_factory)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        r = synth("view", run_dir, "--port", port, check=False, timeout=60)
+    assert r.returncode == 2 and f"127.0.0.1:{port}" in r.stderr and "Traceback" not in r.stderr
