@@ -205,6 +205,99 @@ def banks_check(folders: list[Path] = typer.Argument(..., help="Bank folders wit
     console.print(f"{len(bank.files)} files usable, {len(bank.skipped)} skipped: "
                   + ", ".join(f"{k} {v}" for k, v in bank.categories().items()))
 
+def _run_folder(out_dir: Path):
+    from .inspection.runfolder import RunFolder
+
+    return RunFolder(out_dir)
+
+
+@app.command()
+def preview(out_dir: Path = typer.Argument(..., help="A run folder."),
+            session_id: str = typer.Argument(..., help="A session id, e.g. demo-000003."),
+            output: Path = typer.Option(..., "-o", "--output", help="PNG file to write."),
+            spectrogram: bool = typer.Option(False, "--spectrogram", help="Spectrograms instead of waveforms."),
+            start: Optional[float] = typer.Option(None, "--start", help="Window start (s)."),
+            end: Optional[float] = typer.Option(None, "--end", help="Window end (s).")) -> None:
+    """One picture of a session: both channels, words, events, label lanes, markers, work items."""
+    from .inspection.preview import draw
+
+    if output.suffix.lower() != ".png":
+        raise UserError(f"-o: the picture is a PNG file (got {str(output)!r})")
+    session = _run_folder(out_dir).session(session_id)
+    path = draw(session, output, "spec" if spectrogram else "wave", start, end)
+    console.print(f"[green]wrote[/] {path}")
+
+
+@app.command()
+def report(out_dir: Path = typer.Argument(..., help="A run folder."),
+           output: Optional[Path] = typer.Option(None, "-o", "--output",
+                                                 help="HTML file (default OUT_DIR/report/report.html).")) -> None:
+    """Statistics against the LABELS.md targets: terminal summary + self-contained HTML report."""
+    from rich.console import Console as _Console
+
+    from .inspection.report import print_summary, write_report
+
+    run = _run_folder(out_dir)
+    html_path = output or run.path / "report" / "report.html"
+    rep = write_report(run, html_path)
+    print_summary(rep, _Console(soft_wrap=False))
+    console.print(f"[green]wrote[/] {html_path}")
+
+
+@app.command()
+def view(out_dir: Path = typer.Argument(..., help="A run folder."),
+         port: int = typer.Option(8765, "--port", min=0, max=65535, help="Port on 127.0.0.1 (0: any free).")) -> None:
+    """Browse a run in a local web page: sessions, audio players for both channels, pictures."""
+    from .inspection.viewer import make_server
+
+    _run_folder(out_dir)
+    try:
+        server = make_server(out_dir, port)
+    except OSError as e:
+        raise UserError(f"--port: cannot listen on 127.0.0.1:{port} ({e.strerror})") from None
+    host, real_port = server.server_address[:2]
+    console.print(f"serving {out_dir} on [bold]http://{host}:{real_port}/[/] (Ctrl-C stops)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+@app.command()
+def export(out_dir: Path = typer.Argument(..., help="A run folder."),
+           fmt: str = typer.Option(..., "--format", help="minicpm, moshi or fdb"),
+           output: Path = typer.Option(..., "-o", "--output", help="Folder to write."),
+           decision_lag: int = typer.Option(0, "--decision-lag", help="minicpm: units the text runs ahead of its audio."),
+           sample_rate: int = typer.Option(24000, "--sample-rate", help="moshi: WAV rate (Mimi uses 24000).")) -> None:
+    """Export a run for a trainer or benchmark, recomputed from each session's timeline."""
+    from .export import export_run
+
+    meta = export_run(out_dir, fmt, output, decision_lag=decision_lag, sample_rate=sample_rate)
+    console.print(f"[green]exported[/] {fmt} to {output}: "
+                  + ", ".join(f"{k} {v}" for k, v in meta.items() if isinstance(v, (int, dict)) and k != "source"))
+
+
+@app.command()
+def publish(out_dir: Path = typer.Argument(..., help="A run folder."),
+            repo_id: str = typer.Option(..., "--repo-id", help="Hub dataset repo, ORG/NAME."),
+            dry_run: bool = typer.Option(False, "--dry-run", help="Build the folder, upload nothing."),
+            output: Optional[Path] = typer.Option(None, "-o", "--output",
+                                                  help="Folder to build (default OUT_DIR/hub)."),
+            licence: str = typer.Option("cc-by-4.0", "--license", help="Dataset licence id for the card."),
+            private: bool = typer.Option(False, "--private", help="Create the repo as private.")) -> None:
+    """Dataset card + Hub upload (resumable); --dry-run builds the exact folder only."""
+    from .publish import build_folder, upload
+
+    folder = build_folder(out_dir, output or out_dir / "hub", repo_id, licence)
+    console.print(f"[green]built[/] {folder}")
+    if dry_run:
+        console.print("dry run: nothing uploaded")
+        return
+    url = upload(folder, repo_id, private)
+    console.print(f"[green]uploaded[/] {url}")
+
 
 def main() -> None:
     try:

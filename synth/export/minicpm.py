@@ -1,0 +1,110 @@
+"""MiniCPM-o duplex export: each session cut into 1 s units, one output string per unit.
+
+What we read (MiniCPM-o 4.5 duplex runtimes and their notes): the model consumes one
+``<unit>`` of streaming input per second and answers each unit with either the single token
+``<|listen|>`` (stay silent) or ``<|speak|>`` followed by the unit's text and closed by
+``<|chunk_eos|>``; the last chunk of an utterance has ``<|turn_eos|>`` before the close, and
+``<|listen|>`` only follows a finished turn. Text runs about one unit ahead of the audio it
+becomes (measured offset: one chunk), which is what ``decision_lag`` models. Delegation to a
+slow tool is our addition in the same style: a private ``<delegate>{json}</delegate>`` span in
+the unit where the system opens the work item (LABELS.md R6) and the tool's answer as
+``<backend>…</backend>`` on the *input* side of the unit where it is injected.
+
+Layout under ``DIR``::
+
+    audio/<session>.user.wav     ch0, what the model hears (16-bit PCM)
+    audio/<session>.system.wav   ch1, the model's own speech
+    data.jsonl                   one session per line: ids, audio paths, units
+    export.json                  format, unit length, decision lag, channel order
+
+A unit ``k`` covers samples ``[k*sr, (k+1)*sr)``. Its ``output`` is built from the timeline:
+the system words whose onset falls in unit ``k + decision_lag``, ``<|turn_eos|>`` if a system turn
+ends (``turn_eos`` or ``yield``) in that unit, the delegate span if a work item opens there.
+``decision_lag = 0`` pairs text with the unit in which it is heard; ``1`` emits it one unit early.
+The input side (``<backend>`` injections) and each unit's ``sys_action`` (the timeline's labels
+at a 1 s frame period) are never shifted.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..stages.label import frame_channels
+from .common import seconds, words_of, write_json, write_wav
+
+LISTEN, SPEAK, TURN_EOS, CHUNK_EOS = "<|listen|>", "<|speak|>", "<|turn_eos|>", "<|chunk_eos|>"
+UNIT_MS = 1000
+
+
+def _join(words: list[tuple[str, str]]) -> str:
+    from ..schema.plan import PlannedWord, join_words
+
+    return join_words([PlannedWord(text=w, lang=lang) for w, lang in words])
+
+
+def session_units(session, decision_lag: int = 0) -> list[dict]:
+    """The unit list of one session (see the module docstring)."""
+    rec = session.record
+    sr = rec.sample_rate
+    tl = session.timeline
+    ch = frame_channels(tl, UNIT_MS)
+    n = ch["num_frames"]
+    unit = sr * UNIT_MS // 1000
+    spoken: list[list[tuple[str, str]]] = [[] for _ in range(n)]
+    for word, on, _, _, _, lang in words_of(rec, ("system",)):
+        spoken[min(on // unit, n - 1)].append((word, lang))
+    ends, opens, injects = [set() for _ in range(n)], [[] for _ in range(n)], [[] for _ in range(n)]
+    work = {w.work_id: w for w in rec.delegations}
+    for m in ch["markers"]:
+        if m.type in ("turn_eos", "yield"):
+            ends[m.frame].add(m.ref)
+        elif m.type == "delegate_open":
+            opens[m.frame].append(work[m.ref])
+        elif m.type == "backend_inject":
+            injects[m.frame].append(work[m.ref])
+    units = []
+    for k in range(n):
+        j = k + decision_lag
+        text = _join(spoken[j]) if j < n else ""
+        out = ""
+        if text:
+            out += SPEAK + text
+        if j < n and ends[j]:
+            out = (out or SPEAK) + TURN_EOS
+        for w in opens[j] if j < n else []:
+            out += "<delegate>" + json.dumps({"work_id": w.work_id, "tool": w.tool, "objective": w.objective},
+                                             ensure_ascii=False) + "</delegate>"
+        out = out + CHUNK_EOS if out else LISTEN
+        backend = "".join(f"<backend>{w.result_text}</backend>" for w in injects[k])
+        units.append({"unit": k, "start_s": seconds(k * unit, sr), "end_s": seconds(min((k + 1) * unit, rec.num_samples), sr),
+                      "input": "<unit></unit>" + backend, "output": out, "sys_action": int(ch["sys_action"][k])})
+    return units
+
+
+def export(run, out: Path, decision_lag: int = 0, **_) -> dict:
+    from ..errors import UserError
+
+    if decision_lag < 0:
+        raise UserError(f"--decision-lag: must be >= 0 units (got {decision_lag})")
+    lines, n_units = [], 0
+    for s in run.sessions():
+        sid = s.record.session_id
+        for ch in ("user", "system"):
+            x, sr = s.decode(ch)
+            write_wav(out / "audio" / f"{sid}.{ch}.wav", x, sr)
+        units = session_units(s, decision_lag)
+        n_units += len(units)
+        lines.append(json.dumps({
+            "session_id": sid, "language": s.record.language, "sample_rate": s.record.sample_rate,
+            "duration_s": s.record.duration_s, "user_audio": f"audio/{sid}.user.wav",
+            "system_audio": f"audio/{sid}.system.wav", "units": units}, ensure_ascii=False))
+    from ..io.files import write_text_atomic
+
+    write_text_atomic(out / "data.jsonl", "\n".join(lines) + ("\n" if lines else ""))
+    meta = {"format": "minicpm-duplex", "unit_s": UNIT_MS / 1000, "decision_lag_units": decision_lag,
+            "channels": {"user_audio": "ch0 user side (model input)", "system_audio": "ch1 system (model output)"},
+            "tokens": [LISTEN, SPEAK, TURN_EOS, CHUNK_EOS, "<delegate>", "<backend>"],
+            "sessions": len(lines), "units": n_units, "source": str(run.path)}
+    write_json(out / "export.json", meta)
+    return meta

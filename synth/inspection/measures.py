@@ -1,0 +1,230 @@
+"""Timing and rate measurements of written sessions, and the target laws they are compared to.
+
+Every quantity is measured on the placed timeline (samples, trimmed rendered audio), the same
+way the clock attached the events (``synth.stages.place``):
+
+- ``system_gap``: a system ``responds_to`` a user event (not an acknowledgement, not a
+  dispreferred answer): ``on - target.off``. Law: Gamma gap, plus the early-start share as -U.
+- ``user_gap``: a user ``responds_to`` a system event. Law: the truncated Normal.
+- ``overlap``: the depth (ms, positive) of every overlapped transition, i.e. ``-gap`` of the
+  system and user gaps below zero. Law: LABELS.md's Gamma(1.5, 150) unless the run's config
+  has an ``overlap_ms`` law (the clock itself draws overlaps from the user-gap law).
+- ``within_turn_pause`` / ``hesitation_pause`` / ``long_pause``: a ``continues`` event's
+  ``on - target.off``, split by the tags the planner put on it (``long_thinking_pause``,
+  ``filled_pause``).
+- ``stop_latency``: an interrupted system event's ``off`` minus the onset of the user event
+  that ``interrupts`` it.
+- ``tool_latency``: a work item's ``complete - close``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from typing import Any, Iterable
+
+import numpy as np
+
+from ..schema.dist import Distribution
+from ..schema.record import SessionRecord
+
+QUANTITIES = ("system_gap", "user_gap", "overlap", "within_turn_pause", "hesitation_pause", "long_pause",
+              "stop_latency", "tool_latency")
+LAW_KEYS = {
+    "system_gap": "system_gap_ms", "user_gap": "user_gap_ms", "overlap": "overlap_ms",
+    "within_turn_pause": "within_turn_pause_ms",
+    "hesitation_pause": "hesitation_pause_ms", "long_pause": "long_pause_ms",
+    "stop_latency": "stop_latency_ms", "tool_latency": "tool_latency_ms",
+}
+FILLERS = {"um", "uh", "er", "erm", "hmm", "well", "嗯", "呃", "那个", "这个"}
+# LABELS.md §3 "overlap at overlapped transitions", not (yet) a law of TimingLaws
+OVERLAP_LAW = {"dist": "gamma", "k": 1.5, "theta": 150.0}
+# LABELS.md §3 targets for the rates
+BACKCHANNEL_TARGET_PER_MIN = {"en": 3.0, "zh": 1.5}
+FILLER_TARGET_PER_100 = {"en": (1.5, 3.0), "zh": (1.1, 1.1)}
+
+
+def _ms(samples: int, sr: int) -> float:
+    return samples * 1000.0 / sr
+
+
+def timings(rec: SessionRecord) -> dict[str, list[float]]:
+    """Measured milliseconds of each quantity in one session."""
+    sr = rec.sample_rate
+    by_id = {e.id: e for e in rec.events}
+    out: dict[str, list[float]] = {q: [] for q in QUANTITIES}
+    for ev in rec.events:
+        target = by_id.get(ev.attach_to or "")
+        if target is None:
+            continue
+        if ev.relation == "responds_to":
+            if ev.speaker == "system" and target.speaker == "user" and ev.act != "acknowledge" \
+                    and "dispreferred_answer" not in ev.phenomena:
+                out["system_gap"].append(_ms(ev.on_sample - target.off_sample, sr))
+            elif ev.speaker == "user" and target.speaker == "system":
+                out["user_gap"].append(_ms(ev.on_sample - target.off_sample, sr))
+        elif ev.relation == "continues":
+            kind = ("long_pause" if "long_thinking_pause" in ev.phenomena
+                    else "hesitation_pause" if "filled_pause" in ev.phenomena else "within_turn_pause")
+            out[kind].append(_ms(ev.on_sample - target.off_sample, sr))
+        elif ev.relation == "interrupts" and target.speaker == "system" and target.completion == "interrupted":
+            out["stop_latency"].append(_ms(target.off_sample - ev.on_sample, sr))
+    for w in rec.delegations:
+        out["tool_latency"].append(_ms(w.complete_sample - w.close_sample, sr))
+    out["overlap"] = [-g for g in out["system_gap"] + out["user_gap"] if g < 0]
+    return out
+
+
+def timings_by_language(records: Iterable[SessionRecord]) -> dict[str, dict[str, list[float]]]:
+    """``{language: {quantity: [ms, ...]}}`` over sessions."""
+    acc: dict[str, dict[str, list[float]]] = defaultdict(lambda: {q: [] for q in QUANTITIES})
+    for rec in records:
+        for q, xs in timings(rec).items():
+            acc[rec.language][q].extend(xs)
+    return dict(sorted(acc.items()))
+
+
+# -- target laws ---------------------------------------------------------------------------
+def laws_from_config(config: dict) -> dict[str, Any]:
+    """The run's timing laws (``run.json`` ``config.timing``); absent ones take the defaults."""
+    from pydantic import TypeAdapter
+
+    from ..schema.config import TimingLaws
+
+    defaults = TimingLaws()
+    timing = config.get("timing", {}) or {}
+    adapter = TypeAdapter(Distribution)
+    laws: dict[str, Any] = {}
+    for q, key in LAW_KEYS.items():
+        fallback = getattr(defaults, key, None) or adapter.validate_python(OVERLAP_LAW)
+        laws[q] = adapter.validate_python(timing[key]) if key in timing else fallback
+    for key in ("system_early_start_ms",):
+        laws[key] = adapter.validate_python(timing[key]) if key in timing else getattr(defaults, key)
+    laws["system_early_start_prob"] = float(timing.get("system_early_start_prob", defaults.system_early_start_prob))
+    laws["zh_gap_offset_ms"] = float(timing.get("zh_gap_offset_ms", defaults.zh_gap_offset_ms))
+    return laws
+
+
+def pdf(dist, x: np.ndarray) -> np.ndarray:
+    """Density of a (possibly truncated) distribution of ``synth.schema.dist`` on ``x``."""
+    from scipy import stats
+
+    kind = dist.dist
+    if kind == "fixed":
+        return np.where(np.isclose(x, dist.value), 1.0, 0.0)
+    if kind == "uniform":
+        frozen = stats.uniform(dist.a, dist.b - dist.a)
+    elif kind == "normal":
+        frozen = stats.norm(dist.mean, dist.std)
+    elif kind == "lognormal":
+        frozen = stats.lognorm(s=dist.sigma, scale=dist.median)
+    elif kind == "gamma":
+        frozen = stats.gamma(dist.k, scale=dist.theta)
+    elif kind == "int_uniform":
+        frozen = stats.uniform(dist.a, dist.b + 1 - dist.a)
+    else:
+        raise ValueError(f"unknown distribution {kind!r}")
+    lo = -math.inf if dist.low is None else dist.low
+    hi = math.inf if dist.high is None else dist.high
+    mass = frozen.cdf(hi) - frozen.cdf(lo)
+    y = frozen.pdf(x) / max(mass, 1e-12)
+    return np.where((x >= lo) & (x <= hi), y, 0.0)
+
+
+def target_pdf(quantity: str, laws: dict, language: str, x: np.ndarray) -> np.ndarray:
+    """The target density of ``quantity`` (ms) for ``language``, as the clock draws it."""
+    shift = laws["zh_gap_offset_ms"] if language != "en" and quantity in ("system_gap", "user_gap") else 0.0
+    y = pdf(laws[quantity], x - shift)
+    if quantity == "system_gap":
+        p = laws["system_early_start_prob"]
+        y = (1 - p) * y + p * pdf(laws["system_early_start_ms"], -x)
+    return y
+
+
+def target_median(quantity: str, laws: dict, language: str) -> float:
+    """Median (ms) of the target law, numerically from its density."""
+    x = np.linspace(-5000.0, 120000.0, 250_001)
+    y = target_pdf(quantity, laws, language, x)
+    c = np.cumsum(y) * (x[1] - x[0])
+    return float(x[np.searchsorted(c, c[-1] / 2)])
+
+
+# -- rates and shares ----------------------------------------------------------------------
+def _speech_minutes(rec: SessionRecord, speaker: str) -> float:
+    n = sum(e.off_sample - e.on_sample for e in rec.events if e.speaker == speaker and e.floor_intent != "none")
+    return n / rec.sample_rate / 60.0
+
+
+def rates(records: list[SessionRecord]) -> dict[str, dict[str, float]]:
+    """Per language: backchannels per listener-minute (user on system speech, system on user
+    speech) and fillers per 100 words, with their word language."""
+    acc: dict[str, Counter] = defaultdict(Counter)
+    for rec in records:
+        a = acc[rec.language]
+        by_id = {e.id: e for e in rec.events}
+        for ev in rec.events:
+            if ev.relation == "backchannels_on":
+                target = by_id.get(ev.attach_to or "")
+                if target is not None and target.speaker != ev.speaker:
+                    a[f"bc_{ev.speaker}"] += 1
+            if ev.speaker in ("user", "system"):
+                for w in ev.words:
+                    a["words"] += 1
+                    a[f"words_{w.lang}"] += 1
+                    if w.word.strip(",.?!，。？！、…").lower() in FILLERS:
+                        a["fillers"] += 1
+                        a[f"fillers_{w.lang}"] += 1
+        a["sys_min"] += _speech_minutes(rec, "system")
+        a["usr_min"] += _speech_minutes(rec, "user")
+    out = {}
+    for lang, a in sorted(acc.items()):
+        out[lang] = {
+            "user_backchannels_per_min": a["bc_user"] / a["sys_min"] if a["sys_min"] else 0.0,
+            "system_backchannels_per_min": a["bc_system"] / a["usr_min"] if a["usr_min"] else 0.0,
+            "fillers_per_100_words": 100.0 * a["fillers"] / a["words"] if a["words"] else 0.0,
+            "fillers_per_100_en_words": 100.0 * a["fillers_en"] / a["words_en"] if a["words_en"] else 0.0,
+            "fillers_per_100_zh_words": 100.0 * a["fillers_zh"] / a["words_zh"] if a["words_zh"] else 0.0,
+            "words": float(a["words"]),
+        }
+    return out
+
+
+def action_balance(records: list[SessionRecord]) -> dict[str, float]:
+    """Share of frames per ``sys_action`` value over all sessions."""
+    from ..schema.labels import SYS_ACTIONS
+
+    counts = Counter()
+    for rec in records:
+        counts.update(rec.sys_action)
+    total = sum(counts.values()) or 1
+    return {name: counts.get(i, 0) / total for i, name in enumerate(SYS_ACTIONS)}
+
+
+def hours_by_language(records: list[SessionRecord]) -> dict[str, float]:
+    out: Counter = Counter()
+    for rec in records:
+        out[rec.language] += rec.duration_s / 3600.0
+    return dict(sorted(out.items()))
+
+
+def phenomenon_coverage(records: list[SessionRecord]) -> dict[str, dict[str, int]]:
+    """``{family: {phenomenon: count}}`` over the whole registry (zeros included)."""
+    from ..schema.phenomena import REGISTRY
+
+    counts = Counter(h.id for rec in records for h in rec.phenomena)
+    out: dict[str, dict[str, int]] = defaultdict(dict)
+    for pid, ph in REGISTRY.items():
+        out[ph.family][pid] = counts.get(pid, 0)
+    for pid, n in counts.items():  # ids from a newer registry still show up
+        if pid not in REGISTRY:
+            out["other"][pid] = n
+    return dict(out)
+
+
+def summary_stats(xs: list[float]) -> dict[str, float]:
+    if not xs:
+        return {"n": 0}
+    a = np.asarray(xs, dtype=float)
+    return {"n": int(a.size), "median": float(np.median(a)), "mean": float(a.mean()),
+            "p10": float(np.percentile(a, 10)), "p90": float(np.percentile(a, 90)),
+            "overlap_share": float((a < 0).mean())}

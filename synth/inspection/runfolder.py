@@ -1,0 +1,149 @@
+"""Read a written run folder tolerantly: ``run.json``, session records, audio bytes, rejects.
+
+Records are read from the Parquet shards (the WebDataset holds the same content). Columns the
+current :class:`SessionRecord` does not know (a newer writer) are dropped, and ``scene`` is a free
+dict, so a run whose scene gained keys (``room``, ``noise``, ``echo``...) still reads.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..errors import UserError
+from ..schema.record import SessionRecord
+from ..schema.timeline import Timeline
+
+AUDIO_COLUMNS = ("user_audio", "system_audio")
+
+
+@dataclass(frozen=True)
+class Session:
+    """One written session: its record and its two FLAC streams (ch0 user side, ch1 system)."""
+
+    record: SessionRecord
+    user_flac: bytes
+    system_flac: bytes
+    shard: str
+
+    @property
+    def timeline(self) -> Timeline:
+        r = self.record
+        return Timeline(sample_rate=r.sample_rate, num_samples=r.num_samples, events=r.events, work=r.delegations)
+
+    def decode(self, channel: str):
+        """``(float32 samples, sample_rate)`` of ``user`` or ``system``."""
+        import io
+
+        import soundfile as sf
+
+        data = self.user_flac if channel == "user" else self.system_flac
+        x, sr = sf.read(io.BytesIO(data), dtype="float32")
+        return x, sr
+
+
+def record_from_row(row: dict[str, Any]) -> SessionRecord:
+    """A :class:`SessionRecord` from a Parquet row (audio columns removed, unknown columns dropped)."""
+    known = set(SessionRecord.model_fields)
+    d = {k: v for k, v in row.items() if k in known}
+    if isinstance(d.get("scene"), str):
+        d["scene"] = json.loads(d["scene"])
+    return SessionRecord.model_validate(d)
+
+
+@dataclass
+class RunFolder:
+    """A run folder as written by ``synth run``; raises :class:`UserError` if it is not one."""
+
+    path: Path
+    info: dict = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.path = Path(self.path)
+        run_json = self.path / "run.json"
+        if not run_json.exists():
+            raise UserError(f"{self.path}: not a run folder (no run.json)")
+        try:
+            self.info = json.loads(run_json.read_text())
+        except json.JSONDecodeError as e:
+            raise UserError(f"{run_json}: not valid JSON ({e.msg} at line {e.lineno})") from None
+
+    @property
+    def config(self) -> dict:
+        return self.info.get("config", {})
+
+    @property
+    def name(self) -> str:
+        return str(self.config.get("name", self.path.name))
+
+    @property
+    def parquet_files(self) -> list[Path]:
+        return sorted((self.path / "shards" / "parquet").glob("*.parquet"))
+
+    @property
+    def webdataset_files(self) -> list[Path]:
+        return sorted((self.path / "shards" / "webdataset").glob("*.tar"))
+
+    def sessions(self, with_audio: bool = True) -> Iterator[Session]:
+        """Every written session in shard order (from WebDataset when a run wrote no Parquet)."""
+        import pyarrow.parquet as pq
+
+        if not self.parquet_files:
+            yield from self._webdataset_sessions()
+            return
+        for pf in self.parquet_files:
+            table = pq.read_table(pf)
+            if not with_audio:
+                table = table.drop_columns([c for c in AUDIO_COLUMNS if c in table.column_names])
+            for row in table.to_pylist():
+                user = (row.pop("user_audio", None) or {}).get("bytes") or b""
+                system = (row.pop("system_audio", None) or {}).get("bytes") or b""
+                yield Session(record_from_row(row), user, system, pf.name)
+
+    def _webdataset_sessions(self) -> Iterator[Session]:
+        import tarfile
+
+        for tf in self.webdataset_files:
+            parts: dict[str, dict[str, bytes]] = {}
+            with tarfile.open(tf) as tar:
+                for m in tar.getmembers():
+                    key, ext = m.name.split(".", 1)
+                    parts.setdefault(key, {})[ext] = tar.extractfile(m).read()
+            for key, p in parts.items():
+                rec = record_from_row(json.loads(p["json"]))
+                yield Session(rec, p.get("user.flac", b""), p.get("system.flac", b""), tf.name)
+
+    @cached_property
+    def records(self) -> list[SessionRecord]:
+        return [s.record for s in self.sessions(with_audio=False)]
+
+    def session(self, session_id: str) -> Session:
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        if not self.parquet_files:
+            for s in self._webdataset_sessions():
+                if s.record.session_id == session_id:
+                    return s
+        for pf in self.parquet_files:
+            table = pq.read_table(pf)
+            hit = table.filter(pc.equal(table["session_id"], session_id))
+            if hit.num_rows:
+                row = hit.slice(0, 1).to_pylist()[0]
+                user, system = row.pop("user_audio")["bytes"], row.pop("system_audio")["bytes"]
+                return Session(record_from_row(row), user, system, pf.name)
+        known = [r.session_id for r in self.records[:3]]
+        raise UserError(f"{self.path}: no session {session_id!r} (e.g. {', '.join(known) or 'none written'})")
+
+    def rejects(self) -> list[dict]:
+        p = self.path / "rejects.jsonl"
+        if not p.exists():
+            return []
+        return [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+
+    def stats(self) -> dict:
+        p = self.path / "stats.json"
+        return json.loads(p.read_text()) if p.exists() else {}
