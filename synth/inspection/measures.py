@@ -36,7 +36,7 @@ LAW_KEYS = {
     "hesitation_pause": "hesitation_pause_ms", "long_pause": "long_pause_ms",
     "stop_latency": "stop_latency_ms", "tool_latency": "tool_latency_ms",
 }
-FILLERS = {"um", "uh", "er", "erm", "hmm", "well", "嗯", "呃", "那个", "这个"}
+UNAMBIGUOUS_FILLERS = {"um", "uh", "er", "erm", "呃"}
 # LABELS.md §3 "overlap at overlapped transitions", not (yet) a law of TimingLaws
 OVERLAP_LAW = {"dist": "gamma", "k": 1.5, "theta": 150.0}
 # LABELS.md §3 targets for the rates
@@ -157,7 +157,7 @@ def _speech_minutes(rec: SessionRecord, speaker: str) -> float:
 
 def rates(records: list[SessionRecord]) -> dict[str, dict[str, float]]:
     """Per language: backchannels per listener-minute (user on system speech, system on user
-    speech) and fillers per 100 words, with their word language."""
+    speech) and the user's fillers per 100 of the user's other words, by word language."""
     acc: dict[str, Counter] = defaultdict(Counter)
     for rec in records:
         a = acc[rec.language]
@@ -167,13 +167,17 @@ def rates(records: list[SessionRecord]) -> dict[str, dict[str, float]]:
                 target = by_id.get(ev.attach_to or "")
                 if target is not None and target.speaker != ev.speaker:
                     a[f"bc_{ev.speaker}"] += 1
-            if ev.speaker in ("user", "system"):
+            if ev.speaker == "user":  # LABELS' filler rates are rates of human speech
                 for w in ev.words:
-                    a["words"] += 1
-                    a[f"words_{w.lang}"] += 1
-                    if w.word.strip(",.?!，。？！、…").lower() in FILLERS:
+                    token = w.word.strip(",.?!，。？！、…").lower()
+                    # filler events are counted whole; inside other events only unambiguous
+                    # fillers count (那个/这个 are also ordinary demonstratives)
+                    if ev.act == "filler" or token in UNAMBIGUOUS_FILLERS:
                         a["fillers"] += 1
                         a[f"fillers_{w.lang}"] += 1
+                    else:
+                        a["words"] += 1
+                        a[f"words_{w.lang}"] += 1
         a["sys_min"] += _speech_minutes(rec, "system")
         a["usr_min"] += _speech_minutes(rec, "user")
     out = {}
