@@ -48,7 +48,7 @@ def decorate(plan: Plan, seed: ScenarioSeed, cfg: ParalinguisticsConfig, rng: np
 class _Decorator:
     def __init__(self, plan: Plan, seed: ScenarioSeed, cfg: ParalinguisticsConfig, rng):
         self.plan, self.cfg, self.rng = plan, cfg, rng
-        self.off = {pid for pid, r in seed.phenomena.items() if r == 0}
+        self.off = {pid for pid, r in seed.rates.items() if r == 0}
         self.filler_p = {lang: law.sample(rng) / 100 for lang, law in cfg.filler_per_100_words.items()}
         self.n = 0
 
