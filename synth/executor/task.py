@@ -72,17 +72,23 @@ def run_task(spec: RunSpec, rank: int) -> TaskStats:
         by_reason[r.reason] = by_reason.get(r.reason, 0) + 1
     phen: dict[str, int] = {}
     langs: dict[str, int] = {}
+    fams: dict[str, int] = {}
+    by_lang: dict[str, int] = {}
     for g in good:
         langs[g.record.language] = langs.get(g.record.language, 0) + 1
         for h in g.record.phenomena:
             phen[h.id] = phen.get(h.id, 0) + 1
+            fams[h.family] = fams.get(h.family, 0) + 1
+            key = f"{g.record.language}/{h.id}"
+            by_lang[key] = by_lang.get(key, 0) + 1
     stats = TaskStats(
         rank=rank, sessions=len(good), rejects=len(rejects),
         audio_s=round(sum(g.record.duration_s for g in good), 3),
         wall_s=round(time.perf_counter() - t_start, 3),
         stage_s={k: round(v, 3) for k, v in sorted(timer.stages.items())},
         rejects_by_reason=dict(sorted(by_reason.items())), phenomena=dict(sorted(phen.items())),
-        languages=dict(sorted(langs.items())),
+        languages=dict(sorted(langs.items())), families=dict(sorted(fams.items())),
+        phenomena_by_language=dict(sorted(by_lang.items())),
     )
     write_text_atomic(out / "tasks" / f"{rank:05d}.rejects.jsonl",
                       "".join(json.dumps(r.model_dump(), sort_keys=True) + "\n" for r in rejects))
