@@ -61,6 +61,8 @@ class _Decorator:
 
     def event(self, base: PlannedEvent, act: str, words, floor: str, relation, attach, speaker=None,
               **kw) -> PlannedEvent:
+        if (relation, attach) == (base.relation, base.attach_to):  # it opens the turn: same gap law
+            kw.setdefault("gap_kind", base.gap_kind)
         return PlannedEvent(id=self.new_id(base.id, act[:2]), speaker=speaker or base.speaker, act=act,
                             floor_intent=floor,
                             relation=relation, attach_to=attach, words=words, phenomena=[PHENOMENON_OF[act]], **kw)
