@@ -562,3 +562,25 @@ def test_a_seed_asking_for_an_unrealised_phenomenon_is_refused(monkeypatch):
     seed = seed_for("topic_switch")
     with pytest.raises(UserError, match="phenomena.topic_switch: not realised"):
         ScriptedPlanner().check_seed(seed, "s.yaml")
+
+
+@pytest.mark.parametrize("pid", ["stale_result_dropped", "progress_question", "barge_in_new_request"])
+def test_labels_at_other_frame_periods_pass_the_checks(env, pid):
+    """The same timeline labelled at 20, 40 and 1000 ms passes §5 and keeps its markers' order."""
+    from synth.schema.labels import FrameLabels
+    from synth.stages import qa
+    from synth.stages.label import frame_channels, with_backend_frames
+
+    rec, _ = session(env, pid)
+    tl = Timeline(sample_rate=rec.sample_rate, num_samples=rec.num_samples, events=rec.events,
+                  work=rec.delegations)
+    kinds80 = sorted(m.type for m in rec.markers)
+    for period in (20, 40, 1000):
+        t = with_backend_frames(tl, period)
+        ch = frame_channels(t, period)
+        n = ch["num_frames"]
+        labels = FrameLabels(frame_period_s=period / 1000, num_frames=n, sys_action=ch["sys_action"].tolist(),
+                             sys_floor=ch["sys_floor"].tolist(), usr_floor=ch["usr_floor"].tolist(),
+                             sys_vad=[0] * n, usr_vad=[0] * n, markers=ch["markers"])
+        assert qa.check_labels(t, labels, period, 60000) == []
+        assert sorted(m.type for m in labels.markers) == kinds80

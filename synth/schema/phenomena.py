@@ -176,6 +176,13 @@ def resolve_rates(requested: dict[str, float]) -> dict[str, float]:
     return out
 
 
+def requested(rates: dict[str, float]) -> list[Phenomenon]:
+    """The registry items a seed asks for (rate > 0), in registry order: what a planner must
+    realise, with the definition and expected behaviour to put in an LLM prompt."""
+    r = resolve_rates(rates)
+    return [p for pid, p in REGISTRY.items() if r.get(pid, 0) > 0]
+
+
 def unknown_name(key: str) -> bool:
     return key not in REGISTRY and key not in _FAMILIES
 

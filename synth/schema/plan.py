@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from .common import FloorIntent, Language, Model, Relation, Slug, Speaker, WordLang
+from .phenomena import ALL as KNOWN_PHENOMENA
 
 PauseKind = Literal["within_turn", "hesitation", "long"]
 Sound = Literal["laughter", "breath", "sigh", "cough", "throat_clear", "media"]
@@ -48,6 +49,14 @@ class PlannedEvent(Model):
     phenomena: list[str] = Field(default_factory=list)
     sound: Sound | None = None
     prolong_ms: float | None = Field(default=None, gt=0, le=3000, description="stretch the last word")
+
+    @field_validator("phenomena")
+    @classmethod
+    def _known(cls, value: list[str]) -> list[str]:
+        bad = [p for p in value if p not in KNOWN_PHENOMENA]
+        if bad:
+            raise ValueError(f"unknown phenomenon {bad[0]!r}")
+        return value
 
     @property
     def text(self) -> str:
