@@ -73,10 +73,20 @@ class ScriptedPlanner:
         for pid, rate in seed.rates.items():
             if rate > 0 and pid not in SUPPORTED:
                 raise UserError(f"{where}phenomena.{pid}: not realised by the scripted planner (got rate {rate})")
-        phrase_bank(seed.domain)
+        bank = phrase_bank(seed.domain)
+        if seed.rates.get("delegate_with_ack", 0) > 0 and not delegations(bank[seed.language], seed):
+            tools = [t.name for t in seed.tools]
+            raise UserError(f"{where}tools: no tool of the catalogue has delegation phrases in domain "
+                            f"{seed.domain!r} (got {tools})")
 
     def plan(self, seed: ScenarioSeed, session_id: str, rng: np.random.Generator) -> Plan:
         return _Builder(seed, session_id, rng).build()
+
+
+def delegations(bank: dict, seed: ScenarioSeed) -> list[dict]:
+    """The phrase bank's delegations whose tool is in the seed's tool catalogue."""
+    tools = {t.name for t in seed.tools}
+    return [d for d in bank.get("delegation", []) if d["tool"] in tools]
 
 
 # answer variants: one of those whose rate fires is realised per system answer
@@ -104,6 +114,7 @@ class _Builder:
         self.work: list[dict] = []
         self.counts: dict[str, int] = {}
         self.tp = seed.personas.third_party is not None
+        self.delegations = delegations(self.bank, seed)
 
     def rate(self, pid: str) -> bool:
         return bool(self.rng.random() < self.rates.get(pid, 0.0))
@@ -313,13 +324,13 @@ class _Builder:
         return req, ack, self.new_work(d, ack)
 
     def other_delegation(self, used: list[dict]) -> dict | None:
-        rest = [d for d in self.bank["delegation"] if d not in used]
+        rest = [d for d in self.delegations if d not in used]
         return self.choose(rest) if rest else None
 
     def delegation(self, after: PlannedEvent) -> PlannedEvent:
         """Request, ack and private span; talk while it runs; maybe a progress question, a second
         request in flight, a cancel or a superseding request; then the results as they come."""
-        d = self.pick("delegation")
+        d = self.choose(self.delegations)
         used = [d]
         _, last, w = self.delegate(d, after)
         pending = [w]
@@ -361,7 +372,7 @@ class _Builder:
 
     def build(self) -> Plan:
         n = max(2, int(self.seed.exchanges.sample(self.rng)))
-        delegate_at = int(self.rng.integers(1, n)) if self.rate("delegate_with_ack") else -1
+        delegate_at = int(self.rng.integers(1, n)) if self.rate("delegate_with_ack") and self.delegations else -1
         opening = None
         if self.rate("proactive_opening"):
             opening = self.add("system", "opening", self.pickc("opening"), "take", phenomena=["proactive_opening"])
