@@ -586,3 +586,25 @@ def test_labels_at_other_frame_periods_pass_the_checks(env, pid):
                              sys_vad=[0] * n, usr_vad=[0] * n, markers=ch["markers"])
         assert qa.check_labels(t, labels, period, 60000) == []
         assert sorted(m.type for m in labels.markers) == kinds80
+
+
+def test_a_silent_delegation_opens_its_span_after_the_request(env):
+    seed, cfg = seed_for("delegate_with_ack"), config_for("delegate_with_ack")
+    for k in range(60):
+        sid = f"silent-{k}"
+        plan = ScriptedPlanner().plan(seed, sid, stream(1, sid, "plan"))
+        users = {e.id for e in plan.events if e.speaker == "user"}
+        if not any(w.opened_by in users for w in plan.work):
+            continue
+        out = make_session(cfg, seed, 1, sid, ScriptedPlanner(), env["tts"], bank=env["bank"])
+        assert isinstance(out, SessionOutput), out
+        v = View(out.record)
+        w = next(w for w in out.record.delegations if w.opened_by in users)
+        req = v.ev[w.opened_by]
+        assert 0 <= (w.open_sample - req.off_sample) / MS <= 400 + 1
+        assert v.markers("delegate_open", w.work_id) == [w.open_sample // P]
+        assert v.rec.sys_action[w.open_sample // P] == DELEGATE
+        assert not [e for e in out.record.events if e.speaker == "system"
+                    and req.off_sample <= e.on_sample < w.open_sample]
+        return
+    raise AssertionError("no silent delegation in 60 plans")

@@ -101,6 +101,7 @@ SPLIT_VARIANTS = ("long_thinking_pause", "trailing_conjunction", "list_dictation
 INTERRUPTS = {"barge_in_new_request": "new_request", "correction_negation": "correction"}
 ROUTINE_P = 0.25  # share of later exchanges that are routine requests (negatives for delegation)
 FAILURE_P = 0.12  # share of work items whose backend fails
+SILENT_P = 0.15  # share of delegations opened silently, without a spoken acknowledgement
 CS_ANSWER_P = 0.3  # en-zh: share of answers from the code-switching list
 
 
@@ -318,8 +319,12 @@ class _Builder:
         return w
 
     def delegate(self, d: dict, after: PlannedEvent, act="delegate_request", prefix="", tags=()):
+        """Request, then the spoken ack that opens the work item (or, sometimes, no ack: the
+        system opens the item silently after the request, R6)."""
         req = self.add("user", act, (prefix + " " if prefix else "") + d["request"], "take", "responds_to", after,
                        list(tags))
+        if self.rng.random() < SILENT_P:
+            return req, req, self.new_work(d, req)
         ack = self.add("system", "acknowledge", d["ack"], "take", "responds_to", req, ["delegate_with_ack"])
         return req, ack, self.new_work(d, ack)
 

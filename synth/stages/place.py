@@ -205,6 +205,8 @@ class Clock:
     def _open_work(self, w, ack: _Slot, rng) -> None:
         L = self.laws
         open_ = ack.off
+        if ack.ev.speaker != "system":  # opened silently after the user's request
+            open_ += self.ms(L.ack_delay_ms.sample(self.rng_for(f"work-{w.work_id}-open")))
         close = open_ + max(1, self.ms(L.delegate_span_ms))
         complete = close + self.ms(L.tool_latency_ms.sample(self.rng_for(f"work-{w.work_id}")))
         self.work[w.work_id] = {"plan": w, "open": open_, "close": close, "complete": complete, "backend": []}
