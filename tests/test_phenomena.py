@@ -608,3 +608,20 @@ def test_a_silent_delegation_opens_its_span_after_the_request(env):
                     and req.off_sample <= e.on_sample < w.open_sample]
         return
     raise AssertionError("no silent delegation in 60 plans")
+
+
+def test_run_statistics_count_per_phenomenon_family_and_language(tmp_path, env):
+    from synth.executor.run import merge
+    from synth.executor.task import RunSpec, run_task
+
+    cfg = config_for("continuer").model_copy(update={"sessions": 3, "seed": 4})
+    cfg = cfg.model_copy(update={"output": cfg.output.model_copy(update={"sessions_per_shard": 3})})
+    seeds = tuple(load_seed(ROOT / "scenario_seeds" / f"smart-home-{x}.yaml") for x in ("en", "zh", "en-zh"))
+    spec = RunSpec(config=cfg, seeds=seeds, out_dir=str(tmp_path), bank=env["bank"])
+    run_task(spec, 0)
+    stats = merge(spec)
+    assert stats["sessions"] + stats["rejects"] == 3
+    by_lang = stats["phenomena_by_language"]
+    assert sum(v for k, v in by_lang.items()) == sum(stats["phenomena"].values()) == sum(stats["families"].values())
+    assert {k.split("/")[0] for k in by_lang} == set(stats["languages"])
+    assert any(k.startswith("en-zh/cs_") for k in by_lang) and stats["families"]["turn_transitions"] > 0
