@@ -380,6 +380,8 @@ def check_delivery(v, e, deferred: bool):
     assert w.inject_sample >= w.complete_sample and e.on_sample > w.inject_sample
     wait_ms = (w.inject_sample - w.complete_sample) / MS
     assert silent_before(v, w.inject_sample, max(250, 800 - 0.05 * wait_ms) - 1)
+    for t in range(w.complete_sample, w.inject_sample, 10 * MS):  # and not a moment earlier (R6)
+        assert not silent_before(v, t, max(250, 800 - 0.05 * (t - w.complete_sample) / MS) + 1)
     assert v.markers("backend_inject", w.work_id) == [w.inject_sample // P]
     assert v.markers("deliver_start", w.work_id) == [e.on_sample // P]
     assert v.rec.sys_floor[e.on_sample // P] == TAKE

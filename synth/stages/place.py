@@ -98,6 +98,10 @@ class Clock:
             while j < len(events) and events[j].relation == "delivers_result_of":
                 j += 1
             block = events[i:j]
+            latest = max((sl.on for sl in self.slots.values() if sl.ev.speaker in AUDIBLE), default=0)
+            for e in block:  # the talk the plan puts before the results happened before they came
+                if e.attach_to in self.work:
+                    self._condition(e.attach_to, latest, "deliver")
             block.sort(key=lambda e: (self.work[e.attach_to]["complete"], e.id) if e.attach_to in self.work
                        else (0, e.id))
             for e in block:  # what follows the run follows the delivery spoken last
@@ -218,8 +222,8 @@ class Clock:
     def _gate(self, complete: int) -> int:
         """First time >= complete at which every audible channel was silent for the gate window.
 
-        Everything placed so far comes before the delivery in the plan, so the gate also waits
-        for talk that starts after the result is ready.
+        Tool latencies are conditioned so that the talk the plan puts before a delivery started
+        before its result came (``_condition``); the gate still never opens before that talk.
         """
         spans = [(s.on, s.off) for s in self.slots.values() if s.ev.speaker in AUDIBLE]
         t = max([complete] + [on for on, _ in spans])
@@ -228,8 +232,14 @@ class Clock:
             busy = [off for on, off in spans if on < t and off > t - window]
             if not busy:
                 return t
-            t = max(t, max(busy) + window)
+            t = max(t + 1, self._first_open(max(busy), complete))
         raise SessionReject("place", "delivery_gate_never_opened")
+
+    def _first_open(self, off: int, complete: int) -> int:
+        """Earliest t with ``t - off >= window(t)``; the window shrinks as the result waits."""
+        L = self.laws
+        linear = (off + self.ms(L.gate_base_ms) + L.gate_slope * complete) / (1 + L.gate_slope)
+        return max(int(np.ceil(linear)), off + self.ms(L.gate_min_ms))
 
     def _deliver(self, ev: PlannedEvent, slot: _Slot, rng) -> int:
         w = self.work[ev.attach_to]
@@ -252,6 +262,7 @@ class Clock:
         w = self.work.get(work_id)
         if w is None:
             raise SessionReject("place", "cancel_before_open", work_id)
+        self._condition(work_id, by.on, "cancel")  # a result ready earlier would have been delivered
         w["cancel"] = by.off
         w["drop"] = max(by.off, w["complete"])
 
@@ -261,16 +272,26 @@ class Clock:
         if item is None:
             raise SessionReject("place", "progress_before_open", w.work_id)
         at = question.off
-        if item["complete"] <= at + self.ms(500):
-            # the tool latency law, conditioned on the work still running when asked
-            elapsed = (at - item["close"]) * 1000 / self.sr + 1000
-            law = self.laws.tool_latency_ms
-            if law.high is not None and elapsed >= law.high:
-                raise SessionReject("place", "progress_after_completion", w.work_id)
-            law = law.model_copy(update={"low": max(law.low or 0, elapsed)})
-            item["complete"] = item["close"] + self.ms(law.sample(self.rng_for(f"work-{w.work_id}-progress")))
+        self._condition(w.work_id, at + self.ms(500), "progress")
+        if item["complete"] <= at:
+            raise SessionReject("place", "progress_after_completion", w.work_id)
         item["backend"].append(BackendMessage(kind="progress", sample=at,
                                               text=f"<backend>progress: {w.progress_text}</backend>"))
+
+    def _condition(self, work_id: str, not_before: int, why: str) -> None:
+        """Redraw the item's tool latency from its law conditioned on completing at or after
+        ``not_before`` (what the plan says happened first). Past the law's upper bound the draw
+        stays; the gate then waits."""
+        item = self.work[work_id]
+        if item["complete"] >= not_before:
+            return
+        low_ms = (not_before - item["close"]) * 1000 / self.sr
+        law = self.laws.tool_latency_ms
+        if law.high is not None and low_ms > law.high:
+            return
+        law = law.model_copy(update={"low": max(law.low or 0.0, low_ms)})
+        item["complete"] = item["close"] + max(self.ms(law.sample(self.rng_for(f"work-{work_id}-{why}"))),
+                                               not_before - item["close"])
 
     def _states(self, w: dict, deliver: _Slot | None) -> list[StateTime]:
         done = "FAILED" if w["plan"].outcome == "failure" else "COMPLETED"
