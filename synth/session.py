@@ -22,10 +22,10 @@ from .errors import SessionReject
 from .rng import stream
 from .schema.common import CHANNEL_ORDER
 from .schema.config import PipelineConfig
-from .schema.phenomena import REGISTRY
+from .schema.phenomena import code_switch_hits, family_of
 from .schema.record import PhenomenonHit, Reject, SessionRecord
 from .schema.seed import ScenarioSeed
-from .stages.label import label_session
+from .stages.label import label_session, with_backend_frames
 from .stages.mix import mix
 from .stages.paraling import decorate
 from .stages.place import place
@@ -142,7 +142,7 @@ def make_session(config: PipelineConfig, seed: ScenarioSeed, run_seed: int, sess
         t0 = timer.add("tts", t0)
         placed = place(plan, rendered, config.timing, config.audio.sample_rate,
                        lambda name: stream(run_seed, session_id, "place", name))
-        tl = placed.timeline
+        tl = with_backend_frames(placed.timeline, config.labels.frame_period_ms)
         t0 = timer.add("clock", t0)
         irs = room_irs(scene.room, config.audio.sample_rate) if scene.room is not None else {}
         t0 = timer.add("room", t0)
@@ -160,8 +160,9 @@ def make_session(config: PipelineConfig, seed: ScenarioSeed, run_seed: int, sess
         problems += qa.check_peaks({"user_side": m.user_side, "system": m.system})
         if problems:
             raise SessionReject("qa", problems[0].split(":")[0], "; ".join(problems[:5]))
-        hits = [PhenomenonHit(id=p, family=REGISTRY[p].family, event_id=e.id)
-                for e in tl.events for p in e.phenomena]
+        hits = [PhenomenonHit(id=p, family=family_of(p), event_id=e.id) for e in tl.events for p in e.phenomena]
+        hits += [PhenomenonHit(id=p, family=family_of(p), event_id=eid)
+                 for p, eid in code_switch_hits(sorted(tl.events, key=lambda e: (e.on_sample, e.id)))]
         record = SessionRecord(
             session_id=session_id, scenario_id=seed.id, language=seed.language, sample_rate=sr,
             num_samples=tl.num_samples, duration_s=round(tl.num_samples / sr, 6),

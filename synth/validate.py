@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import soundfile as sf
 
+from .schema.phenomena import ALL
 from .schema.record import SessionRecord
 from .schema.timeline import Timeline
 from .stages import qa
@@ -23,6 +24,13 @@ def _decode(data: bytes) -> tuple[np.ndarray, int]:
     return x, sr
 
 
+def check_hits(rec: SessionRecord) -> list[str]:
+    """Every phenomenon hit names a known phenomenon, its family and an event of the session."""
+    ids = {e.id for e in rec.events}
+    return [f"phenomenon_hit:{h.id}:{h.event_id}" for h in rec.phenomena
+            if h.id not in ALL or ALL[h.id].family != h.family or h.event_id not in ids]
+
+
 def validate_record(rec: SessionRecord, user: bytes, system: bytes, ttl_ms: float, vad_db: float) -> list[str]:
     period_ms = int(round(rec.frame_period_s * 1000))
     tl = Timeline(sample_rate=rec.sample_rate, num_samples=rec.num_samples, events=rec.events, work=rec.delegations)
@@ -30,6 +38,7 @@ def validate_record(rec: SessionRecord, user: bytes, system: bytes, ttl_ms: floa
                          sys_action=rec.sys_action, sys_floor=rec.sys_floor, usr_floor=rec.usr_floor,
                          sys_vad=rec.sys_vad, usr_vad=rec.usr_vad, markers=rec.markers)
     bad = qa.check_labels(tl, labels, period_ms, ttl_ms)
+    bad += check_hits(rec)
     u, sr_u = _decode(user)
     s, sr_s = _decode(system)
     if sr_u != rec.sample_rate or sr_s != rec.sample_rate or len(u) != rec.num_samples or len(s) != rec.num_samples:

@@ -64,8 +64,7 @@ def run_task(spec: RunSpec, rank: int) -> TaskStats:
     timer = Timer()
     writer = ShardWriter(out, name, cfg.output.formats)
     rejects: list[Reject] = []
-    stats = TaskStats(rank=rank)
-    counts = {"phenomena": {}, "languages": {}}
+    counts: dict[str, dict] = {"phenomena": {}, "languages": {}, "families": {}, "phenomena_by_language": {}}
     audio_s = 0.0
     try:
         for sid, seed in spec.session_ids(rank):
@@ -82,6 +81,9 @@ def run_task(spec: RunSpec, rank: int) -> TaskStats:
             audio_s += result.record.duration_s
             _count(counts["languages"], [result.record.language])
             _count(counts["phenomena"], [h.id for h in result.record.phenomena])
+            _count(counts["families"], [h.family for h in result.record.phenomena])
+            _count(counts["phenomena_by_language"],
+                   [f"{result.record.language}/{h.id}" for h in result.record.phenomena])
         writer.close()
     except BaseException:
         writer.abort()
@@ -92,8 +94,8 @@ def run_task(spec: RunSpec, rank: int) -> TaskStats:
         rank=rank, sessions=writer.count, rejects=len(rejects), audio_s=round(audio_s, 3),
         wall_s=round(time.perf_counter() - t_start, 3), peak_rss_mb=round(peak_rss_mb(), 1),
         stage_s={k: round(v, 3) for k, v in sorted(timer.stages.items())},
-        rejects_by_reason=dict(sorted(by_reason.items())), phenomena=dict(sorted(counts["phenomena"].items())),
-        languages=dict(sorted(counts["languages"].items())),
+        rejects_by_reason=dict(sorted(by_reason.items())),
+        **{k: dict(sorted(v.items())) for k, v in counts.items()},
     )
     out.write_text(f"tasks/{rank:05d}.rejects.jsonl",
                    "".join(json.dumps(r.model_dump(), sort_keys=True) + "\n" for r in rejects))

@@ -25,6 +25,9 @@ _WORK = pa.struct([
     ("opened_by", pa.string()), ("open_sample", pa.int64()), ("close_sample", pa.int64()),
     ("complete_sample", pa.int64()), ("inject_sample", pa.int64()), ("deliver_sample", pa.int64()),
     ("delivered_sample", pa.int64()), ("stale", pa.bool_()), ("states", pa.list_(_STATE)),
+    ("outcome", pa.string()), ("cancel_sample", pa.int64()), ("drop_sample", pa.int64()),
+    ("backend", pa.list_(pa.struct([("kind", pa.string()), ("sample", pa.int64()), ("frame", pa.int64()),
+                                    ("text", pa.string())]))),
 ])
 SCHEMA = pa.schema([
     ("session_id", pa.string()), ("scenario_id", pa.string()), ("language", pa.string()),

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from .common import FloorIntent, Language, Model, Relation, Slug, Speaker, WordLang
+from .phenomena import ALL as KNOWN_PHENOMENA
 
 PauseKind = Literal["within_turn", "hesitation", "long"]
 Sound = Literal["laughter", "breath", "sigh", "cough", "throat_clear", "media"]
@@ -27,7 +28,9 @@ class PlannedEvent(Model):
 
     ``attach_word`` is the index of the word of the attached event at which an ``interrupts``
     or ``backchannels_on`` event is placed; ``pause_before`` chooses the pause law of a
-    ``continues`` event; ``gap_kind`` selects a dispreferred (long) gap for ``responds_to``.
+    ``continues`` event; ``gap_kind`` selects the gap law of ``responds_to``: ``dispreferred``
+    (long), ``early`` (a latched start in the last syllable of the attached turn) or ``silence``
+    (the user lets a silence fall after a system question: user gap + the long-pause law).
     A ``sound`` event (laughter, breath, cough, TV speech ...) is rendered from the sound bank;
     ``during`` places it inside the attached event.
     """
@@ -41,11 +44,19 @@ class PlannedEvent(Model):
     attach_word: int | None = Field(default=None, ge=0)
     words: list[PlannedWord] = Field(min_length=1)
     pause_before: PauseKind | None = None
-    gap_kind: Literal["normal", "dispreferred"] = "normal"
+    gap_kind: Literal["normal", "dispreferred", "early", "silence"] = "normal"
     work_id: Slug | None = None
     phenomena: list[str] = Field(default_factory=list)
     sound: Sound | None = None
     prolong_ms: float | None = Field(default=None, gt=0, le=3000, description="stretch the last word")
+
+    @field_validator("phenomena")
+    @classmethod
+    def _known(cls, value: list[str]) -> list[str]:
+        bad = [p for p in value if p not in KNOWN_PHENOMENA]
+        if bad:
+            raise ValueError(f"unknown phenomenon {bad[0]!r}")
+        return value
 
     @property
     def text(self) -> str:
@@ -53,13 +64,23 @@ class PlannedEvent(Model):
 
 
 class PlannedWork(Model):
-    """A delegation planned by the planner: opened after ``request_event``'s acknowledgement."""
+    """A delegation planned by the planner: opened right after the event ``opened_by`` (the ack).
+
+    ``outcome`` says whether the simulated backend succeeds (``result_text`` is then the result)
+    or fails (``result_text`` is its error). ``cancelled_by`` is the user event that cancels or
+    supersedes it (its result is then dropped, never delivered); ``progress_text`` is the note
+    the backend returns when the system event ``progress_by`` answers a progress question.
+    """
 
     work_id: Slug
     tool: Slug
     objective: str
     result_text: str
     opened_by: Slug
+    outcome: Literal["success", "failure"] = "success"
+    cancelled_by: Slug | None = None
+    progress_text: str | None = None
+    progress_by: Slug | None = None
 
 
 class Plan(Model):
@@ -84,9 +105,16 @@ class Plan(Model):
             elif target is not None and target not in seen:
                 raise ValueError(f"event {ev.id!r} attaches to {target!r}, which is not earlier")
             seen.add(ev.id)
+        delivered = {ev.attach_to for ev in self.events if ev.relation == "delivers_result_of"}
         for w in self.work:
             if w.opened_by not in seen:
                 raise ValueError(f"work item {w.work_id!r} is opened by unknown event {w.opened_by!r}")
+            for name in ("cancelled_by", "progress_by"):
+                ref = getattr(w, name)
+                if ref is not None and ref not in seen:
+                    raise ValueError(f"work item {w.work_id!r}: {name} names unknown event {ref!r}")
+            if w.cancelled_by is not None and w.work_id in delivered:
+                raise ValueError(f"work item {w.work_id!r} is cancelled but also delivered")
         return self
 
 

@@ -62,3 +62,5 @@ class TaskStats(Model):
     rejects_by_reason: dict[str, int] = Field(default_factory=dict)
     phenomena: dict[str, int] = Field(default_factory=dict)
     languages: dict[str, int] = Field(default_factory=dict)
+    families: dict[str, int] = Field(default_factory=dict)
+    phenomena_by_language: dict[str, int] = Field(default_factory=dict, description="'<language>/<id>': hits")

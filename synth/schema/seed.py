@@ -6,7 +6,7 @@ from pydantic import Field, field_validator
 
 from .common import Language, Model, Slug
 from .dist import Distribution, Fixed
-from .phenomena import REGISTRY
+from .phenomena import resolve_rates, unknown_name
 from .scene import AcousticEnvironment
 
 
@@ -37,7 +37,7 @@ class ScenarioSeed(Model):
     personas: Personas
     goals: list[str] = Field(min_length=1)
     exchanges: Distribution = Fixed(value=5)
-    phenomena: dict[str, float] = Field(default_factory=dict)
+    phenomena: dict[str, float] = Field(default_factory=dict, description="rates by phenomenon id or family name")
     tools: list[Tool] = Field(default_factory=list)
     environment: AcousticEnvironment = AcousticEnvironment()
     weight: float = Field(default=1.0, gt=0)
@@ -46,8 +46,13 @@ class ScenarioSeed(Model):
     @classmethod
     def _known_phenomena(cls, value: dict[str, float]) -> dict[str, float]:
         for pid, rate in value.items():
-            if pid not in REGISTRY:
-                raise ValueError(f"unknown phenomenon {pid!r}")
+            if unknown_name(pid):
+                raise ValueError(f"unknown phenomenon or family {pid!r}")
             if not 0.0 <= rate <= 1.0:
                 raise ValueError(f"rate of {pid!r} must be in [0, 1], got {rate}")
         return value
+
+    @property
+    def rates(self) -> dict[str, float]:
+        """Per-phenomenon rates, family names expanded (an id's own rate wins)."""
+        return resolve_rates(self.phenomena)

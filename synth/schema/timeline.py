@@ -52,11 +52,26 @@ class StateTime(Model):
     sample: int = Field(ge=0)
 
 
+class BackendMessage(Model):
+    """Text the backend hands the system, as a trainer injects it: ``<backend>...</backend>``.
+
+    ``sample`` is the injection time; ``frame`` the frame of the ``backend_inject`` marker at the
+    session's frame period (filled in by the label stage).
+    """
+
+    kind: Literal["progress", "result", "error"]
+    sample: int = Field(ge=0)
+    frame: int | None = Field(default=None, ge=0)
+    text: str
+
+
 class WorkItem(Model):
     """A delegated job: the private delegate span ``[open, close)`` and what became of it.
 
     ``inject`` is where the backend text is injected for the trainer; ``deliver`` the TAKE of the
-    system turn that speaks it. A stale item has ``deliver``/``delivered`` of None.
+    system turn that speaks it. A stale item (cancelled or superseded by the user) has
+    ``deliver``/``delivered`` of None; ``cancel_sample`` is when the user's cancel ended and
+    ``drop_sample`` where its result was dropped (``stale_drop``).
     """
 
     work_id: Slug
@@ -72,6 +87,10 @@ class WorkItem(Model):
     delivered_sample: int | None = None
     stale: bool = False
     states: list[StateTime] = Field(default_factory=list)
+    outcome: Literal["success", "failure"] = "success"
+    cancel_sample: int | None = None
+    drop_sample: int | None = None
+    backend: list[BackendMessage] = Field(default_factory=list)
 
 
 class Timeline(Model):

@@ -117,12 +117,19 @@ def frame_channels(timeline: Timeline, frame_period_ms: int) -> dict:
         action[first : min(last, n - 1) + 1] = DELEGATE
         markers.append((first, "delegate_open", w.work_id))
         markers.append((last, "delegate_close", w.work_id))
-        if w.inject_sample is not None:
+        if w.backend:
+            for msg in w.backend:
+                ref = w.work_id if msg.kind != "progress" else f"{w.work_id}:progress"
+                markers.append((msg.sample // period, "backend_inject", ref))
+        elif w.inject_sample is not None:
             markers.append((w.inject_sample // period, "backend_inject", w.work_id))
         if w.deliver_sample is not None:
             markers.append((w.deliver_sample // period, "deliver_start", w.work_id))
+        if w.cancel_sample is not None:
+            markers.append((w.cancel_sample // period, "cancel", w.work_id))
         if w.stale:
-            markers.append((w.complete_sample // period, "stale_drop", w.work_id))
+            drop = w.drop_sample if w.drop_sample is not None else w.complete_sample
+            markers.append((drop // period, "stale_drop", w.work_id))
     markers = sorted(m for m in markers if m[0] < n)
     return {
         "frame_period_s": frame_period_ms / 1000,
@@ -132,6 +139,14 @@ def frame_channels(timeline: Timeline, frame_period_ms: int) -> dict:
         "usr_floor": usr_floor,
         "markers": [Marker(frame=f, type=t, ref=r) for f, t, r in markers],
     }
+
+
+def with_backend_frames(timeline: Timeline, frame_period_ms: int) -> Timeline:
+    """The timeline with each backend message's injection frame filled in."""
+    period = period_samples(timeline.sample_rate, frame_period_ms)
+    work = [w.model_copy(update={"backend": [m.model_copy(update={"frame": m.sample // period}) for m in w.backend]})
+            for w in timeline.work]
+    return timeline.model_copy(update={"work": work})
 
 
 def vad_frames(stem: np.ndarray, sample_rate: int, frame_period_ms: int,

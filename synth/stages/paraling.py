@@ -48,7 +48,7 @@ def decorate(plan: Plan, seed: ScenarioSeed, cfg: ParalinguisticsConfig, rng: np
 class _Decorator:
     def __init__(self, plan: Plan, seed: ScenarioSeed, cfg: ParalinguisticsConfig, rng):
         self.plan, self.cfg, self.rng = plan, cfg, rng
-        self.off = {pid for pid, r in seed.phenomena.items() if r == 0}
+        self.off = {pid for pid, r in seed.rates.items() if r == 0}
         self.filler_p = {lang: law.sample(rng) / 100 for lang, law in cfg.filler_per_100_words.items()}
         self.n = 0
 
@@ -61,6 +61,8 @@ class _Decorator:
 
     def event(self, base: PlannedEvent, act: str, words, floor: str, relation, attach, speaker=None,
               **kw) -> PlannedEvent:
+        if (relation, attach) == (base.relation, base.attach_to):  # it opens the turn: same gap law
+            kw.setdefault("gap_kind", base.gap_kind)
         return PlannedEvent(id=self.new_id(base.id, act[:2]), speaker=speaker or base.speaker, act=act,
                             floor_intent=floor,
                             relation=relation, attach_to=attach, words=words, phenomena=[PHENOMENON_OF[act]], **kw)
