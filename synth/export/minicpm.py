@@ -43,6 +43,16 @@ def _join(words: list[tuple[str, str]]) -> str:
     return join_words([PlannedWord(text=w, lang=lang) for w, lang in words])
 
 
+def backend_text(work: dict, ref: str) -> str:
+    """The text injected at a ``backend_inject`` marker: ref ``w1`` is the result (or the error)
+    of work item w1, ``w1:progress`` its progress note."""
+    wid, _, kind = ref.partition(":")
+    w = work[wid]
+    msgs = [m for m in getattr(w, "backend", None) or [] if (m.kind == "progress") == (kind == "progress")]
+    text = msgs[0].text if msgs else w.result_text
+    return text.removeprefix("<backend>").removesuffix("</backend>")  # records may hold it wrapped
+
+
 def session_units(session, decision_lag: int = 0) -> list[dict]:
     """The unit list of one session (see the module docstring)."""
     rec = session.record
@@ -62,7 +72,7 @@ def session_units(session, decision_lag: int = 0) -> list[dict]:
         elif m.type == "delegate_open":
             opens[m.frame].append(work[m.ref])
         elif m.type == "backend_inject":
-            injects[m.frame].append(work[m.ref])
+            injects[m.frame].append(backend_text(work, m.ref))
     units = []
     for k in range(n):
         j = k + decision_lag
@@ -76,7 +86,7 @@ def session_units(session, decision_lag: int = 0) -> list[dict]:
             out += "<delegate>" + json.dumps({"work_id": w.work_id, "tool": w.tool, "objective": w.objective},
                                              ensure_ascii=False) + "</delegate>"
         out = out + CHUNK_EOS if out else LISTEN
-        backend = "".join(f"<backend>{w.result_text}</backend>" for w in injects[k])
+        backend = "".join(f"<backend>{text}</backend>" for text in injects[k])
         units.append({"unit": k, "start_s": seconds(k * unit, sr), "end_s": seconds(min((k + 1) * unit, rec.num_samples), sr),
                       "input": "<unit></unit>" + backend, "output": out, "sys_action": int(ch["sys_action"][k])})
     return units
