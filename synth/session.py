@@ -123,7 +123,7 @@ def make_session(config: PipelineConfig, seed: ScenarioSeed, run_seed: int, sess
             scene={"tts_engine": tts.name, "voices": {k: v.as_dict() for k, v in voices.items()},
                    "gains_db": {k: round(float(v), 3) for k, v in m.gains_db.items()},
                    "environment": seed.environment.kind, "channel_order": list(CHANNEL_ORDER)},
-            seed=run_seed, planner=plan.planner,
+            seed=run_seed, planner=plan.planner, planner_meta=plan.planner_meta,
         )
         out = SessionOutput(record, flac_bytes(user_pcm, sr), flac_bytes(sys_pcm, sr))
         timer.add("encode", t0)

@@ -88,7 +88,8 @@ def merge(spec: RunSpec) -> dict:
     """Write ``rejects.jsonl`` and ``stats.json`` from the per-task files, in rank order."""
     out = Path(spec.out_dir)
     totals: dict = {"sessions": 0, "rejects": 0, "audio_s": 0.0, "cpu_s": 0.0, "stage_s": {},
-                    "rejects_by_reason": {}, "phenomena": {}, "languages": {}, "tasks": spec.num_tasks}
+                    "rejects_by_reason": {}, "phenomena": {}, "languages": {}, "llm_usage": {},
+                    "tasks": spec.num_tasks}
     lines = []
     for r in range(spec.num_tasks):
         m = marker_path(out, r)
@@ -99,7 +100,7 @@ def merge(spec: RunSpec) -> dict:
         totals["rejects"] += s.rejects
         totals["audio_s"] += s.audio_s
         totals["cpu_s"] += s.wall_s
-        for key in ("stage_s", "rejects_by_reason", "phenomena", "languages"):
+        for key in ("stage_s", "rejects_by_reason", "phenomena", "languages", "llm_usage"):
             for k, v in getattr(s, key).items():
                 totals[key][k] = totals[key].get(k, 0) + v
         rej = out / "tasks" / f"{r:05d}.rejects.jsonl"
@@ -108,7 +109,7 @@ def merge(spec: RunSpec) -> dict:
     totals["audio_s"] = round(totals["audio_s"], 3)
     totals["cpu_s"] = round(totals["cpu_s"], 3)
     totals["stage_s"] = {k: round(v, 3) for k, v in sorted(totals["stage_s"].items())}
-    for key in ("rejects_by_reason", "phenomena", "languages"):
+    for key in ("rejects_by_reason", "phenomena", "languages", "llm_usage"):
         totals[key] = dict(sorted(totals[key].items()))
     write_text_atomic(out / "rejects.jsonl", "".join(lines))
     write_text_atomic(out / "stats.json", json.dumps(totals, indent=1, sort_keys=True))

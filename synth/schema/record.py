@@ -41,6 +41,7 @@ class SessionRecord(Model):
     scene: dict[str, Any]
     seed: int
     planner: str
+    planner_meta: dict[str, Any] = Field(default_factory=dict)
 
 
 class Reject(Model):
@@ -61,3 +62,4 @@ class TaskStats(Model):
     rejects_by_reason: dict[str, int] = Field(default_factory=dict)
     phenomena: dict[str, int] = Field(default_factory=dict)
     languages: dict[str, int] = Field(default_factory=dict)
+    llm_usage: dict[str, int] = Field(default_factory=dict, description="requests, cache hits, tokens")
