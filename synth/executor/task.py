@@ -43,17 +43,22 @@ def marker_path(out_dir: str | Path, rank: int) -> Path:
 
 def run_task(spec: RunSpec, rank: int) -> TaskStats:
     from ..backends.espeak import EspeakTTS
-    from ..backends.scripted_planner import ScriptedPlanner
+    from ..backends.planner import make_planner
+    from ..rng import stream
     from ..session import SessionOutput, Timer, make_session
 
     t_start = time.perf_counter()
     cfg = spec.config
     out = Path(spec.out_dir)
     tts = EspeakTTS(cfg.tts.voices, cfg.audio.trim_threshold_db)  # built once per task
-    planner = ScriptedPlanner()
+    planner = make_planner(cfg.planner)
     timer = Timer()
     good: list[SessionOutput] = []
     rejects: list[Reject] = []
+    if hasattr(planner, "prefetch"):  # the LLM planner asks for a task's plans concurrently
+        t0 = time.perf_counter()
+        planner.prefetch([(seed, sid, stream(cfg.seed, sid, "plan")) for sid, seed in spec.session_ids(rank)])
+        timer.add("plan", t0)
     for sid, seed in spec.session_ids(rank):
         result = make_session(cfg, seed, cfg.seed, sid, planner, tts, timer)
         (good if isinstance(result, SessionOutput) else rejects).append(result)
@@ -80,6 +85,7 @@ def run_task(spec: RunSpec, rank: int) -> TaskStats:
         stage_s={k: round(v, 3) for k, v in sorted(timer.stages.items())},
         rejects_by_reason=dict(sorted(by_reason.items())), phenomena=dict(sorted(phen.items())),
         languages=dict(sorted(langs.items())),
+        llm_usage=planner.usage() if hasattr(planner, "usage") else {},
     )
     write_text_atomic(out / "tasks" / f"{rank:05d}.rejects.jsonl",
                       "".join(json.dumps(r.model_dump(), sort_keys=True) + "\n" for r in rejects))
