@@ -160,7 +160,11 @@ def check_plan(p: LLMPlan, seed: ScenarioSeed, required: list[str]) -> list[str]
             else:
                 errs += _relation_rules(at, ev, target)
         by_id.setdefault(ev.id, ev)
+    openers: set[str] = set()
     for j, w in enumerate(p.work):
+        if w.opened_by in openers:
+            errs.append(f"work[{j}] ({w.work_id}): event {w.opened_by!r} already opens a work item")
+        openers.add(w.opened_by)
         opener = by_id.get(w.opened_by)
         if opener is None or opener.speaker != "system":
             errs.append(f"work[{j}] ({w.work_id}): opened_by must be a system event id (got {w.opened_by!r})")
