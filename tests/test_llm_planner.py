@@ -103,6 +103,7 @@ def test_valid_plans(seed, tmp_path):
     schema = body["response_format"]["json_schema"]["schema"]
     assert schema["$defs"]["LLMEvent"]["properties"]["text"]["maxLength"] == 240
     assert schema["$defs"]["LLMWork"]["properties"]["tool"]["enum"] == ["weather_lookup"]
+    assert schema["$defs"]["LLMPlan"]["properties"]["events"]["maxItems"] == 14  # 2 exchanges
     system = body["messages"][0]["content"]
     for needle in ("Dana", "weather_lookup", "delegate_with_ack", "check tomorrow's weather", "English only"):
         assert needle in system

@@ -75,7 +75,7 @@ class LLMPlanner:
     def _plan(self, seed: ScenarioSeed, session_id: str, rng: np.random.Generator) -> Plan:
         cfg = self.cfg
         brief = draw_brief(seed, cfg, rng)
-        schema = batch_schema(seed, cfg.alternatives)
+        schema = batch_schema(seed, cfg.alternatives, brief.exchanges)
         history: list[dict] = []
 
         def messages_for(mode: str) -> list[dict]:
@@ -114,7 +114,7 @@ class LLMPlanner:
         for i, raw in enumerate(raws[: self.cfg.alternatives]):
             alt, errs = parse_alternative(raw, i)
             if alt is not None:
-                errs = [f"alternatives[{i}].plan.{e}" for e in check_plan(alt.plan, seed, list(brief.required))]
+                errs = [f"alternatives[{i}].plan.{e}" for e in check_plan(alt.plan, seed, list(brief.required), brief.exchanges)]
             if alt is not None and not errs:
                 try:
                     plan = to_plan(alt.plan, seed, session_id, self.name, {})

@@ -59,14 +59,18 @@ class LLMBatch(Model):
     alternatives: list[LLMAlternative] = Field(min_length=1, max_length=8)
 
 
-def batch_schema(seed: ScenarioSeed | None = None, alternatives: int = 8) -> dict:
+def batch_schema(seed: ScenarioSeed | None = None, alternatives: int = 8, exchanges: int | None = None) -> dict:
     """The JSON schema sent to the server (``response_format``) and, in fallback modes, the prompt.
 
-    Narrowed to the seed where a grammar can enforce it: its phenomena, tools and speakers.
+    Narrowed to the seed where a grammar can enforce it: its phenomena, tools and speakers, and
+    to at most ``max_events(exchanges)`` events (a grammar-bound small model otherwise goes on to
+    ``max_tokens``).
     """
     schema = _strip_titles(LLMBatch.model_json_schema())
     defs = schema["$defs"]
     schema["properties"]["alternatives"]["maxItems"] = alternatives
+    if exchanges is not None:
+        defs["LLMPlan"]["properties"]["events"]["maxItems"] = max_events(exchanges)
     if seed is not None:
         allowed = sorted(k for k, v in seed.phenomena.items() if v > 0)
         ph = defs["LLMEvent"]["properties"]["phenomena"]
@@ -81,6 +85,11 @@ def batch_schema(seed: ScenarioSeed | None = None, alternatives: int = 8) -> dic
         else:
             defs["LLMPlan"]["properties"]["work"]["maxItems"] = 0
     return schema
+
+
+def max_events(exchanges: int) -> int:
+    """Events allowed for a session of ``exchanges`` exchanges: pauses, backchannels, side talk fit."""
+    return min(40, 4 * exchanges + 6)
 
 
 def _strip_titles(node):
@@ -121,7 +130,7 @@ def parse_alternative(raw: Any, index: int) -> tuple[LLMAlternative | None, list
         return None, _fmt_errors(f"alternatives[{index}]", e)
 
 
-def check_plan(p: LLMPlan, seed: ScenarioSeed, required: list[str]) -> list[str]:
+def check_plan(p: LLMPlan, seed: ScenarioSeed, required: list[str], exchanges: int | None = None) -> list[str]:
     """The plan's own rules and the seed's: an empty list means the plan is usable."""
     errs: list[str] = []
     by_id: dict[str, LLMEvent] = {}
@@ -170,6 +179,8 @@ def check_plan(p: LLMPlan, seed: ScenarioSeed, required: list[str]) -> list[str]
             errs.append(f"work[{j}] ({w.work_id}): opened_by must be a system event id (got {w.opened_by!r})")
         if w.tool not in tools:
             errs.append(f"work[{j}] ({w.work_id}): tool {w.tool!r} is not in the catalogue {sorted(tools)}")
+    if exchanges is not None and len(p.events) > max_events(exchanges):
+        errs.append(f"events: {len(p.events)} events; at most {max_events(exchanges)} for {exchanges} exchanges")
     speakers = {e.speaker for e in p.events}
     if not {"user", "system"} <= speakers:
         errs.append("events: both user and system must speak")
