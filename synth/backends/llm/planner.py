@@ -87,22 +87,21 @@ class LLMPlanner:
             reply = self.client.complete(messages_for, schema, brief.request_seed)
             good, errors = self._usable(reply.content, reply.finish_reason, seed, brief, session_id)
             if good:
-                probs = np.array([max(p, 0.0) for p, _ in good], dtype=float)
+                probs = np.array([max(p, 0.0) for p, _, _ in good], dtype=float)
                 probs = probs / probs.sum() if probs.sum() > 0 else np.full(len(good), 1 / len(good))
-                k = int(rng.choice(len(good), p=probs))
-                prob, plan = good[k]
+                prob, index, plan = good[int(rng.choice(len(good), p=probs))]
                 meta = {"prompt_version": cfg.prompt_version, "model": cfg.model, "mode": reply.mode,
                         "examples": list(brief.example_ids), "attempts": attempt, "alternatives": len(good),
-                        "chosen": plan[0], "probability": round(float(prob), 4),
+                        "chosen": index, "probability": round(float(prob), 4),
                         "required_phenomena": list(brief.required)}
-                return plan[1].model_copy(update={"planner_meta": meta})
+                return plan.model_copy(update={"planner_meta": meta})
             history += [{"role": "assistant", "content": reply.content[:6000]},
                         {"role": "user", "content": repair_prompt(errors, brief.prompt_language)}]
         raise SessionReject("plan", "llm_invalid_plan",
                             f"{cfg.max_attempts} attempts; last: " + "; ".join(errors[:4])[:600])
 
     def _usable(self, content: str, finish: str, seed: ScenarioSeed, brief: Brief, session_id: str):
-        """``([(probability, (index, Plan)), ...], errors)`` for one reply."""
+        """``([(probability, index, Plan), ...], errors)`` for one reply: its usable alternatives."""
         obj, err = extract_json(content)
         if obj is None:
             cut = " (the reply was cut at max_tokens: write shorter plans)" if finish == "length" else ""
@@ -118,7 +117,7 @@ class LLMPlanner:
             if alt is not None and not errs:
                 try:
                     plan = to_plan(alt.plan, seed, session_id, self.name, {})
-                    good.append((alt.probability, (i, plan)))
+                    good.append((alt.probability, i, plan))
                     continue
                 except ValueError as e:
                     errs = [f"alternatives[{i}].plan: {str(e).splitlines()[-1] if str(e) else e}"]
