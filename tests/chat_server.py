@@ -34,6 +34,8 @@ class ChatServer:
         self.responder = responder
         self.requests: list[dict] = []
         self.models_calls = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
         self._lock = threading.Lock()
         server = self
 
@@ -72,9 +74,13 @@ class ChatServer:
                 with server._lock:
                     index = len(server.requests)
                     server.requests.append(body)
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
                 r = server.responder(body, index)
                 if r.delay_s:
                     time.sleep(r.delay_s)
+                with server._lock:
+                    server.in_flight -= 1
                 if r.status != 200:
                     self._send(r.status, {"error": {"message": f"scripted HTTP {r.status}", "type": "test"}},
                                r.headers)

@@ -223,6 +223,21 @@ def test_plain_mode_extracts_fenced_json(seed, tmp_path):
     assert plan.planner_meta["mode"] == "plain" and kinds(srv) == ["json_schema", "json_object", "plain"]
 
 
+def test_prefetch_keeps_to_the_concurrency_limit(seed, tmp_path):
+    with ChatServer(lambda body, i: Reply(good_batch(), delay_s=0.3)) as srv:
+        p = planner(srv.url, tmp_path, max_concurrency=2)
+        sids = [f"t-{i:06d}" for i in range(6)]
+        t0 = time.monotonic()
+        p.prefetch([(seed, sid, stream(7, sid, "plan")) for sid in sids])
+        elapsed = time.monotonic() - t0
+        plans = [plan_one(p, seed, sid) for sid in sids]  # served from the prefetch, no new request
+    assert srv.max_in_flight == 2 and len(srv.requests) == 6 and elapsed < 6 * 0.3
+    with ChatServer(lambda body, i: Reply(good_batch())) as srv2:  # one by one, another cache: asks again
+        sequential = planner(srv2.url, tmp_path / "seq")
+        again = [plan_one(sequential, seed, sid) for sid in sids]
+    assert [a.model_dump() for a in again] == [b.model_dump() for b in plans]
+
+
 def test_extract_json_variants():
     assert extract_json('{"a": 1}') == ({"a": 1}, None)
     assert extract_json('Sure! {"a": 1} done')[0] == {"a": 1}

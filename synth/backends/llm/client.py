@@ -152,6 +152,8 @@ class ChatClient:
                                     f"(HTTP {e.status_code}; set ${self.cfg.api_key_env})") from None
             except (openai.APIConnectionError, openai.RateLimitError, openai.APIStatusError) as e:
                 raise self._unavailable(e) from None
+            except openai.APIError as e:  # a 200 whose body is not a chat completion: a bad reply
+                raise SessionReject("plan", "llm_bad_response", _short(e)) from None
         self.mode = self.mode or mode
         u = getattr(resp, "usage", None)
         self._count(requests=1, prompt_tokens=getattr(u, "prompt_tokens", 0) or 0,
