@@ -227,11 +227,9 @@ def test_prefetch_keeps_to_the_concurrency_limit(seed, tmp_path):
     with ChatServer(lambda body, i: Reply(good_batch(), delay_s=0.3)) as srv:
         p = planner(srv.url, tmp_path, max_concurrency=2)
         sids = [f"t-{i:06d}" for i in range(6)]
-        t0 = time.monotonic()
         p.prefetch([(seed, sid, stream(7, sid, "plan")) for sid in sids])
-        elapsed = time.monotonic() - t0
         plans = [plan_one(p, seed, sid) for sid in sids]  # served from the prefetch, no new request
-    assert srv.max_in_flight == 2 and len(srv.requests) == 6 and elapsed < 6 * 0.3
+    assert srv.max_in_flight == 2 and len(srv.requests) == 6  # two at a time, never more
     with ChatServer(lambda body, i: Reply(good_batch())) as srv2:  # one by one, another cache: asks again
         sequential = planner(srv2.url, tmp_path / "seq")
         again = [plan_one(sequential, seed, sid) for sid in sids]
