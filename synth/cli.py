@@ -49,11 +49,15 @@ def _planner_config(current, planner: Optional[str], base_url: Optional[str], mo
     except ValidationError as e:
         msg = e.errors()[0]["msg"].removeprefix("Value error, ")
         raise UserError(f"planner: {msg} (use --llm-model or planner.llm.model)") from None
+    return cfg
+
+
+def _check_endpoint(cfg) -> None:
+    """Once per command, after the cheap checks: an unreachable LLM endpoint is one error line."""
     if cfg.kind == "llm" and cfg.llm.check_endpoint:
         from .backends.llm import check_endpoint
 
         check_endpoint(cfg.llm)
-    return cfg
 
 
 def _spec(pipeline: Path, out: Optional[Path], sessions: Optional[int], seed: Optional[int],
@@ -77,6 +81,7 @@ def _spec(pipeline: Path, out: Optional[Path], sessions: Optional[int], seed: Op
     planner = make_planner(cfg.planner)
     for p, s in pairs:
         planner.check_seed(s, str(p))
+    _check_endpoint(cfg.planner)
     seeds = [s for _, s in pairs]
     out_dir = out or Path(cfg.output.dir.format(name=cfg.name))
     return RunSpec(config=cfg, seeds=tuple(seeds), out_dir=str(out_dir))
@@ -157,6 +162,7 @@ def plan(path: Path = typer.Argument(..., help="A scenario seed or pipeline YAML
     engine = make_planner(pcfg)
     for s in seeds:
         engine.check_seed(s, str(path))
+    _check_endpoint(pcfg)
     jobs = [(seeds[i % len(seeds)], f"{name}-{i:06d}") for i in range(session, session + count)]
     if hasattr(engine, "prefetch"):
         engine.prefetch([(s, sid, stream(run_seed, sid, "plan")) for s, sid in jobs])
