@@ -92,6 +92,7 @@ class LLMConfig(Model):
     prompt_version: Literal["plan-v1"] = "plan-v1"
     prompt_language: Literal["auto", "en", "zh"] = "auto"
     response_format: Literal["auto", "json_schema", "json_object", "plain"] = "auto"
+    json_schema_strict: bool = Field(default=True, description="``strict`` of the json_schema mode")
     temperature: float = Field(default=0.9, ge=0, le=2)
     top_p: float = Field(default=0.95, gt=0, le=1)
     max_tokens: int = Field(default=4096, ge=64)

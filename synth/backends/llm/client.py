@@ -110,7 +110,8 @@ class ChatClient:
                "top_p": cfg.top_p, "max_tokens": cfg.max_tokens, "seed": seed}
         if mode == "json_schema":
             req["response_format"] = {"type": "json_schema",
-                                      "json_schema": {"name": "plan_batch", "schema": schema, "strict": True}}
+                                      "json_schema": {"name": "plan_batch", "schema": schema,
+                                                      "strict": cfg.json_schema_strict}}
         elif mode == "json_object":
             req["response_format"] = {"type": "json_object", "schema": schema}
         return req
