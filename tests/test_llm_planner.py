@@ -358,7 +358,8 @@ def test_run_with_llm_plans_writes_sessions_and_reuses_cache(tmp_path):
 def test_real_server_plans(tmp_path):
     """Against a real model: the call path works and every returned plan passed validation.
 
-    SYNTH_TEST_LLM_MODEL names the model (default: the first one the server lists).
+    SYNTH_TEST_LLM_MODEL names the model (default: the first one the server lists);
+    SYNTH_TEST_LLM_SESSIONS how many sessions to plan (default 1).
     """
     import openai
 
@@ -368,13 +369,13 @@ def test_real_server_plans(tmp_path):
     p = LLMPlanner(LLMConfig(base_url=url, model=model, alternatives=1, examples=1, max_attempts=2,
                              max_tokens=1200, timeout_s=600, max_retries=1), tmp_path)
     outcomes = []
-    for i in range(2):
+    for i in range(int(os.environ.get("SYNTH_TEST_LLM_SESSIONS", "1"))):
         try:
             outcomes.append(plan_one(p, seed, f"real-{i:06d}"))
-        except SessionReject as r:
+        except SessionReject as r:  # a weak model may fail validation: then it must be a clean reject
             outcomes.append(r)
             assert r.reason == "llm_invalid_plan" and r.detail
-    assert p.usage()["requests"] >= 2 and p.usage()["completion_tokens"] > 0
+    assert p.usage()["requests"] >= len(outcomes) and p.usage()["completion_tokens"] > 0
     for o in outcomes:
         if not isinstance(o, SessionReject):
             assert o.planner_meta["mode"] in ("json_schema", "json_object", "plain")
