@@ -240,6 +240,7 @@ def test_extract_json_variants():
     assert extract_json('{"a": 1}') == ({"a": 1}, None)
     assert extract_json('Sure! {"a": 1} done')[0] == {"a": 1}
     assert extract_json("```\n[1, 2]\n```")[0] == [1, 2]
+    assert extract_json('{"a": "two\nlines"}')[0] == {"a": "two\nlines"}  # a raw newline in a string
     obj, err = extract_json('{"a": ')
     assert obj is None and "not valid JSON" in err
 

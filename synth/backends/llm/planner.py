@@ -137,12 +137,12 @@ def extract_json(text: str):
     start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
     if start >= 0:
         candidates.append(text[start:])
-    dec = json.JSONDecoder()
+    dec = json.JSONDecoder(strict=False)  # raw newlines/tabs inside strings: small models write them
     last = ""
     for c in candidates:
         c = c.strip()
         try:
-            return json.loads(c), None
+            return dec.decode(c), None
         except ValueError as e:
             last = str(e)
         try:
