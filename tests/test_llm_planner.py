@@ -73,7 +73,8 @@ def seed() -> ScenarioSeed:
 
 
 def planner(url: str, cache: Path, **kw) -> LLMPlanner:
-    cfg = LLMConfig(base_url=url, model="test-model", alternatives=2, max_retries=2, timeout_s=10, **kw)
+    cfg = LLMConfig(**{"base_url": url, "model": "test-model", "alternatives": 2, "max_retries": 2,
+                       "timeout_s": 10, **kw})
     return LLMPlanner(cfg, cache)
 
 
@@ -191,6 +192,15 @@ def test_429_then_success_backs_off(seed, tmp_path):
         elapsed = time.monotonic() - t0
     assert len(srv.requests) == 2 and elapsed >= 0.3
     assert plan.planner_meta["mode"] == "json_schema" and plan.planner_meta["attempts"] == 1
+
+
+def test_429_while_probing_gets_the_full_retry_budget(seed, tmp_path):
+    def respond(body, i):
+        return Reply(status=429, headers={"retry-after-ms": "50"}) if i < 3 else Reply(good_batch())
+
+    with ChatServer(respond) as srv:
+        plan = plan_one(planner(srv.url, tmp_path, max_retries=3), seed)
+    assert plan.planner_meta["mode"] == "json_schema" and kinds(srv) == ["json_schema"] * 4
 
 
 def test_500_on_json_schema_falls_back_and_is_remembered(seed, tmp_path):

@@ -139,10 +139,16 @@ class ChatClient:
     def _send(self, mode: str, req: dict, probing: bool) -> Reply:
         import openai
 
+        # a mode not known to work is probed with one retry, so a server that refuses it (llama-cpp-python
+        # answers 500) falls back quickly; a busy or slow server then gets the full retry budget
         client = self.client.with_options(max_retries=min(1, self.cfg.max_retries)) if probing else self.client
         with self._slots:
             try:
                 resp = client.chat.completions.create(**req)
+            except (openai.RateLimitError, openai.APIConnectionError) as e:  # also timeouts
+                if not probing:
+                    raise self._unavailable(e) from None
+                resp = None
             except (openai.BadRequestError, openai.UnprocessableEntityError, openai.NotFoundError,
                     openai.InternalServerError) as e:
                 if isinstance(e, openai.InternalServerError) and not probing:
@@ -151,10 +157,12 @@ class ChatClient:
             except (openai.AuthenticationError, openai.PermissionDeniedError) as e:
                 raise EndpointError(f"planner.llm.base_url: {self.cfg.base_url} refused the API key "
                                     f"(HTTP {e.status_code}; set ${self.cfg.api_key_env})") from None
-            except (openai.APIConnectionError, openai.RateLimitError, openai.APIStatusError) as e:
+            except openai.APIStatusError as e:
                 raise self._unavailable(e) from None
             except openai.APIError as e:  # a 200 whose body is not a chat completion: a bad reply
                 raise SessionReject("plan", "llm_bad_response", _short(e)) from None
+        if resp is None:
+            return self._send(mode, req, probing=False)
         self.mode = self.mode or mode
         u = getattr(resp, "usage", None)
         self._count(requests=1, prompt_tokens=getattr(u, "prompt_tokens", 0) or 0,
