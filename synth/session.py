@@ -173,7 +173,7 @@ def make_session(config: PipelineConfig, seed: ScenarioSeed, run_seed: int, sess
             scene={**scene.model_dump(mode="json"), "tts_engine": tts.name,
                    "voices": {k: v.as_dict() for k, v in voices.items()}, "sounds": sounds,
                    "gains_db": m.gains_db, "channel_order": list(CHANNEL_ORDER)},
-            seed=run_seed, planner=plan.planner,
+            seed=run_seed, planner=plan.planner, planner_meta=plan.planner_meta,
         )
         out = SessionOutput(record, flac_bytes(user_pcm, sr), flac_bytes(sys_pcm, sr))
         timer.add("encode", t0)

@@ -113,7 +113,7 @@ def merge(spec: RunSpec) -> dict:
     store = Store(spec.out_dir)
     totals: dict = {"sessions": 0, "rejects": 0, "audio_s": 0.0, "cpu_s": 0.0, "stage_s": {},
                     "rejects_by_reason": {}, "phenomena": {}, "languages": {}, "families": {},
-                    "phenomena_by_language": {}, "tasks": spec.num_tasks,
+                    "phenomena_by_language": {}, "llm_usage": {}, "tasks": spec.num_tasks,
                     "bank_files_skipped": len(spec.bank.skipped) if spec.bank is not None else 0,
                     "tasks_all_rejected": [], "peak_rss_mb": 0.0}
     lines = []
@@ -128,7 +128,7 @@ def merge(spec: RunSpec) -> dict:
         totals["peak_rss_mb"] = max(totals["peak_rss_mb"], s.peak_rss_mb)
         if s.sessions == 0 and s.rejects:
             totals["tasks_all_rejected"].append(r)
-        for key in ("stage_s", "rejects_by_reason", "phenomena", "languages", "families", "phenomena_by_language"):
+        for key in ("stage_s", "rejects_by_reason", "phenomena", "languages", "families", "phenomena_by_language", "llm_usage"):
             for k, v in getattr(s, key).items():
                 totals[key][k] = totals[key].get(k, 0) + v
         rej = f"tasks/{r:05d}.rejects.jsonl"
@@ -137,7 +137,7 @@ def merge(spec: RunSpec) -> dict:
     totals["audio_s"] = round(totals["audio_s"], 3)
     totals["cpu_s"] = round(totals["cpu_s"], 3)
     totals["stage_s"] = {k: round(v, 3) for k, v in sorted(totals["stage_s"].items())}
-    for key in ("rejects_by_reason", "phenomena", "languages", "families", "phenomena_by_language"):
+    for key in ("rejects_by_reason", "phenomena", "languages", "families", "phenomena_by_language", "llm_usage"):
         totals[key] = dict(sorted(totals[key].items()))
     store.write_text("rejects.jsonl", "".join(lines))
     store.write_text("stats.json", json.dumps(totals, indent=1, sort_keys=True))

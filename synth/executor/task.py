@@ -51,7 +51,8 @@ def run_task(spec: RunSpec, rank: int) -> TaskStats:
     finalised and it gets no marker, so a rerun makes it again from scratch.
     """
     from ..backends.espeak import EspeakTTS
-    from ..backends.scripted_planner import ScriptedPlanner
+    from ..backends.planner import make_planner
+    from ..rng import stream
     from ..session import SessionOutput, Timer, make_session
 
     t_start = time.perf_counter()
@@ -60,12 +61,16 @@ def run_task(spec: RunSpec, rank: int) -> TaskStats:
     name = f"part-{rank:05d}"
     remove_stale_temporaries(out, name)
     tts = EspeakTTS(cfg.tts.voices, cfg.audio.trim_threshold_db)  # built once per task
-    planner = ScriptedPlanner()
+    planner = make_planner(cfg.planner)
     timer = Timer()
     writer = ShardWriter(out, name, cfg.output.formats)
     rejects: list[Reject] = []
     counts: dict[str, dict] = {"phenomena": {}, "languages": {}, "families": {}, "phenomena_by_language": {}}
     audio_s = 0.0
+    if hasattr(planner, "prefetch"):  # the LLM planner asks for a task's plans concurrently
+        t0 = time.perf_counter()
+        planner.prefetch([(seed, sid, stream(cfg.seed, sid, "plan")) for sid, seed in spec.session_ids(rank)])
+        timer.add("plan", t0)
     try:
         for sid, seed in spec.session_ids(rank):
             try:
@@ -96,6 +101,7 @@ def run_task(spec: RunSpec, rank: int) -> TaskStats:
         stage_s={k: round(v, 3) for k, v in sorted(timer.stages.items())},
         rejects_by_reason=dict(sorted(by_reason.items())),
         **{k: dict(sorted(v.items())) for k, v in counts.items()},
+        llm_usage=planner.usage() if hasattr(planner, "usage") else {},
     )
     out.write_text(f"tasks/{rank:05d}.rejects.jsonl",
                    "".join(json.dumps(r.model_dump(), sort_keys=True) + "\n" for r in rejects))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from .common import Model, Slug
 from .dist import Distribution, Fixed, Gamma, LogNormal, Normal, Uniform
@@ -121,8 +121,48 @@ class ParalinguisticsConfig(Model):
         description="level of each sound relative to the speaker's speech level")
 
 
+class LLMConfig(Model):
+    """An OpenAI-compatible chat endpoint that authors plans (``synth.backends.llm``).
+
+    The API key is never part of the config: it is read from the environment variable named
+    by ``api_key_env`` (local servers need none). ``response_format`` ``auto`` tries
+    ``json_schema``, then ``json_object`` with the schema, then plain prompting, per server.
+    """
+
+    base_url: str = "http://127.0.0.1:8080/v1"
+    model: str = ""
+    api_key_env: str = Field(default="OPENAI_API_KEY", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    prompt_version: Literal["plan-v1"] = "plan-v1"
+    prompt_language: Literal["auto", "en", "zh"] = "auto"
+    response_format: Literal["auto", "json_schema", "json_object", "plain"] = "auto"
+    json_schema_strict: bool = Field(default=True, description="``strict`` of the json_schema mode")
+    temperature: float = Field(default=0.9, ge=0, le=2)
+    top_p: float = Field(default=0.95, gt=0, le=1)
+    max_tokens: int = Field(default=4096, ge=64)
+    alternatives: int = Field(default=3, ge=1, le=8, description="plans asked for per request")
+    examples: int = Field(default=2, ge=0, le=6, description="prior example plans per prompt")
+    max_attempts: int = Field(default=3, ge=1, le=10, description="requests per session, repairs included")
+    timeout_s: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=4, ge=0, description="HTTP retries with backoff (429, 5xx, connection)")
+    max_concurrency: int = Field(default=4, ge=1, description="requests in flight per worker")
+    cache_dir: str | None = Field(default=None, description="default: $XDG_CACHE_HOME/duplexsynth/llm")
+    check_endpoint: bool = True
+
+
+# Settings that say where or how fast plans are fetched, not what they are: not in the fingerprint.
+LLM_OPERATIONAL = {"base_url", "api_key_env", "timeout_s", "max_retries", "max_concurrency",
+                   "cache_dir", "check_endpoint"}
+
+
 class PlannerConfig(Model):
-    kind: Literal["scripted"] = "scripted"
+    kind: Literal["scripted", "llm"] = "scripted"
+    llm: LLMConfig = LLMConfig()
+
+    @model_validator(mode="after")
+    def _llm_needs_model(self):
+        if self.kind == "llm" and not self.llm.model:
+            raise ValueError("llm.model: a model name is needed when kind is llm")
+        return self
 
 
 class ExecutorConfig(Model):
@@ -165,5 +205,11 @@ class PipelineConfig(Model):
         return v
 
     def generation_part(self) -> dict:
-        """What decides the data (not where or how fast it is made): the fingerprint input."""
-        return self.model_dump(mode="json", exclude={"executor": True, "output": {"dir"}})
+        """What decides the data (not where or how fast it is made): the fingerprint input.
+
+        For the LLM planner the model, prompt version and sampling settings decide the data;
+        the endpoint URL does not (the same model served elsewhere makes the same plans, and a
+        cached reply is reused whichever server first gave it).
+        """
+        planner = {"llm"} if self.planner.kind == "scripted" else {"llm": LLM_OPERATIONAL}
+        return self.model_dump(mode="json", exclude={"executor": True, "output": {"dir"}, "planner": planner})

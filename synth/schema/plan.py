@@ -6,7 +6,7 @@ An event says who speaks, what, and how it attaches to an earlier event. The clo
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -90,6 +90,8 @@ class Plan(Model):
     planner: str
     events: list[PlannedEvent] = Field(min_length=1)
     work: list[PlannedWork] = Field(default_factory=list)
+    planner_meta: dict[str, Any] = Field(
+        default_factory=dict, description="how the planner made it: prompt version, mode, examples")
 
     @model_validator(mode="after")
     def _attachments_point_back(self):

@@ -41,6 +41,7 @@ class SessionRecord(Model):
     scene: dict[str, Any]
     seed: int
     planner: str
+    planner_meta: dict[str, Any] = Field(default_factory=dict)
 
 
 class Reject(Model):
@@ -64,3 +65,4 @@ class TaskStats(Model):
     languages: dict[str, int] = Field(default_factory=dict)
     families: dict[str, int] = Field(default_factory=dict)
     phenomena_by_language: dict[str, int] = Field(default_factory=dict, description="'<language>/<id>': hits")
+    llm_usage: dict[str, int] = Field(default_factory=dict, description="requests, cache hits, tokens")
