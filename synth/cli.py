@@ -71,8 +71,10 @@ def run(pipeline: Path = typer.Argument(..., help="Pipeline YAML."),
         ray_address: Optional[str] = typer.Option(None, "--ray-address")) -> None:
     """Make sessions and write Parquet + WebDataset shards; resumes an interrupted run."""
     from .executor.run import execute, merge, pending_ranks, prepare_folder
+    from .executor.task import build_tts
 
     spec = _spec(pipeline, out, sessions, seed, executor, workers)
+    build_tts(spec.config, check=True)  # an engine that cannot load stops here, with one line
     store = prepare_folder(spec)
     ex = spec.config.executor
     todo = pending_ranks(spec)
