@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from synth.backends.kokoro import KokoroTTS, pool_names
+from synth.backends.kokoro import KokoroTTS, blend_pool, load_styles, pool_names
 from synth.backends.neural import SynthCache
 from synth.backends.scripted_planner import tokenize
 from synth.backends.tts import Voice
@@ -51,7 +51,7 @@ def test_sentence_is_spoken_with_a_time_for_every_word(tts, lang):
 def test_word_times_follow_the_words_own_lengths(tts):
     """A word's span in the sentence tracks the length of the same word spoken alone: the
     durations are the model's, not an even split."""
-    words = tokenize("Absolutely, I can reschedule the appointment for Wednesday afternoon.")
+    words = tokenize("Absolutely, I can reschedule the appointment tomorrow.")
     r = tts.synthesize(words, V, 24000)
     inside = np.array([t.off - t.on for t in r.words], float)
     alone = np.array([len(tts.synthesize([w], V, 24000).audio) for w in words], float)
@@ -67,17 +67,23 @@ def test_speed_follows_the_rate(tts):
 
 
 def test_pool_of_20_gives_20_distinct_reproducible_voices(tts):
-    assert len(pool_names(20)) == 20 and set(pool_names(20)) <= set(tts.styles)
-    styles = [tts.styles[n] for n in pool_names(20)]
-    assert len({s.tobytes() for s in styles}) == 20
-    # another engine instance rebuilds the same identities from their names
-    again = KokoroTTS().load()
-    assert all(np.array_equal(again.styles[n], s) for n, s in zip(pool_names(20), styles))
-    words = [PlannedWord(text="你好", lang="zh")]
-    digests = [hashlib.md5(tts.synthesize(words, Voice(n, 170, 0, 0), 16000).audio.tobytes()).hexdigest()
-               for n in pool_names(20)]
-    assert len(set(digests)) == 20
-    assert hashlib.md5(again.synthesize(words, Voice("pool-11", 170, 0, 0), 16000).audio.tobytes()).hexdigest() == digests[11]
+    names = pool_names(20)
+    assert len(names) == 20 and set(names) <= set(tts.styles)
+    styles = np.stack([tts.styles[n] for n in names])
+    # distinct identities, not near-copies: every pair is apart by a good share of the spread
+    # between the shipped base voices
+    base = np.stack([tts.styles[n] for n in sorted(tts.styles) if n not in names])
+    spread = np.mean([np.linalg.norm(a - b) for i, a in enumerate(base) for b in base[i + 1:]])
+    gaps = [np.linalg.norm(a - b) for i, a in enumerate(styles) for b in styles[i + 1:]]
+    assert min(gaps) > 0.05 * spread
+    # the same names rebuild the same identities (any process: derived from (pool_seed, name))
+    again = blend_pool(load_styles(None), 20, 0)
+    assert all(np.array_equal(again[n], tts.styles[n]) for n in names)
+    assert not np.array_equal(blend_pool(load_styles(None), 1, 1)["pool-00"], tts.styles["pool-00"])
+    words = [PlannedWord(text="好", lang="zh")]
+    digests = {hashlib.md5(tts.synthesize(words, Voice(n, 170, 0, 0), 16000).audio.tobytes()).hexdigest()
+               for n in names}
+    assert len(digests) == 20
 
 
 def test_same_samples_in_a_fresh_process(tts):

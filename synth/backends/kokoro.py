@@ -105,6 +105,18 @@ def blend_pool(styles: dict[str, np.ndarray], size: int, seed: int, base: list[s
     return pool
 
 
+PUNCTUATION = set(range(1, 17))  # ; : , . ! ? — … " ( ) “ ” and space in Kokoro's vocab
+
+
+def _spoken_length(tokens: list[int]) -> int:
+    """Tokens up to the last one that is not punctuation: a word ends where its sound does,
+    and the pause of a trailing comma belongs to the gap after it."""
+    n = len(tokens)
+    while n and tokens[n - 1] in PUNCTUATION:
+        n -= 1
+    return n
+
+
 class _Phonemizer:
     """Per-word phonemes in Kokoro's symbol set; the G2P objects are built on first use."""
 
@@ -256,7 +268,7 @@ class KokoroTTS:
         for i, (_, toks) in enumerate(chunk):
             if i and tokens:
                 tokens.append(SPACE)
-            ranges.append((len(tokens), len(tokens) + len(toks)))
+            ranges.append((len(tokens), len(tokens) + _spoken_length(toks)))
             tokens.extend(toks)
         feed = {"tokens": np.array([[0, *tokens, 0]], np.int64),
                 "style": style[min(len(tokens), len(style) - 1)].reshape(1, 256),

