@@ -49,8 +49,9 @@ def record_from_row(row: dict[str, Any]) -> SessionRecord:
     """A :class:`SessionRecord` from a Parquet row (audio columns removed, unknown columns dropped)."""
     known = set(SessionRecord.model_fields)
     d = {k: v for k, v in row.items() if k in known}
-    if isinstance(d.get("scene"), str):
-        d["scene"] = json.loads(d["scene"])
+    for key in ("scene", "planner_meta"):  # JSON strings in Parquet, dicts in the WebDataset json
+        if isinstance(d.get(key), str):
+            d[key] = json.loads(d[key])
     return SessionRecord.model_validate(d)
 
 

@@ -176,6 +176,16 @@ def resolve_rates(requested: dict[str, float]) -> dict[str, float]:
     return out
 
 
+SETTLED_BY_PIPELINE = frozenset({
+    # added to any plan by the paralinguistic pass (synth/stages/paraling.py) ...
+    "filled_pause", "laughter", "breath_sigh", "cough", "thinking_sounds", "false_start", "self_repair",
+    "repetition_prolongation", "background_media",
+    # ... or decided by the clock from the rendered audio
+    "latched_start", "result_deferred",
+})
+"""Phenomena a planner may tag but need not author: later stages realise them at their rates."""
+
+
 def requested(rates: dict[str, float]) -> list[Phenomenon]:
     """The registry items a seed asks for (rate > 0), in registry order: what a planner must
     realise, with the definition and expected behaviour to put in an LLM prompt."""

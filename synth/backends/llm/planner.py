@@ -23,6 +23,7 @@ from ...errors import SessionReject, UserError
 from ...schema.config import LLMConfig
 from ...schema.plan import Plan
 from ...schema.seed import ScenarioSeed
+from ...schema.phenomena import resolve_rates
 from .client import ChatClient
 from .prompt import Brief, draw_brief, repair_prompt, system_prompt, user_prompt
 from .schema import alternatives_of, batch_schema, check_plan, parse_alternative, to_plan
@@ -41,7 +42,7 @@ class LLMPlanner:
 
     def check_seed(self, seed: ScenarioSeed, source: str = "") -> None:
         where = f"{source}: " if source else ""
-        asked = {k for k, v in seed.phenomena.items() if v > 0}
+        asked = {k for k, v in resolve_rates(seed.phenomena).items() if v > 0}
         if asked & _DELEGATION and not seed.tools:
             raise UserError(f"{where}tools: delegation phenomena {sorted(asked & _DELEGATION)} need a tool catalogue")
         if asked & _THIRD_PARTY and seed.personas.third_party is None:

@@ -20,7 +20,7 @@ from string import Template
 import numpy as np
 
 from ...schema.config import LLMConfig
-from ...schema.phenomena import REGISTRY
+from ...schema.phenomena import REGISTRY, SETTLED_BY_PIPELINE, resolve_rates
 from ...schema.seed import ScenarioSeed
 
 
@@ -58,11 +58,13 @@ def draw_brief(seed: ScenarioSeed, cfg: LLMConfig, rng: np.random.Generator) -> 
     """Draw the session's brief; the order of draws is fixed (it decides the data)."""
     n = max(2, int(seed.exchanges.sample(rng)))
     required, optional = [], []
-    for pid, rate in sorted(seed.phenomena.items()):
+    for pid, rate in sorted(resolve_rates(seed.phenomena).items()):
         if rate <= 0:
             continue
-        # rates are per exchange: asked for in this session with P(at least once in n exchanges)
-        (required if rng.random() < 1 - (1 - rate) ** n else optional).append(pid)
+        # rates are per exchange: asked for in this session with P(at least once in n exchanges);
+        # what later stages add (fillers, laughter, latched starts ...) is never required
+        must = rng.random() < 1 - (1 - rate) ** n and pid not in SETTLED_BY_PIPELINE
+        (required if must else optional).append(pid)
     pool = examples()
     same = [k for k, v in pool.items() if v["language"] == seed.language and v["scenario_id"] != seed.id]
     other = [k for k, v in pool.items() if v["language"] != seed.language]

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StringConstraints, ValidationError
 
 from ...schema.common import FloorIntent, Model, Relation
-from ...schema.phenomena import REGISTRY
+from ...schema.phenomena import REGISTRY, resolve_rates
 from ...schema.plan import PauseKind, Plan, PlannedEvent, PlannedWork
 from ...schema.seed import ScenarioSeed
 
@@ -72,7 +72,7 @@ def batch_schema(seed: ScenarioSeed | None = None, alternatives: int = 8, exchan
     if exchanges is not None:
         defs["LLMPlan"]["properties"]["events"]["maxItems"] = max_events(exchanges)
     if seed is not None:
-        allowed = sorted(k for k, v in seed.phenomena.items() if v > 0)
+        allowed = sorted(k for k, v in resolve_rates(seed.phenomena).items() if v > 0)
         ph = defs["LLMEvent"]["properties"]["phenomena"]
         if allowed:
             ph["items"]["enum"] = allowed
@@ -137,7 +137,7 @@ def check_plan(p: LLMPlan, seed: ScenarioSeed, required: list[str], exchanges: i
     works = {w.work_id: w for w in p.work}
     order = {e.id: i for i, e in enumerate(p.events)}
     delivered: set[str] = set()
-    allowed = {k for k, v in seed.phenomena.items() if v > 0}
+    allowed = {k for k, v in resolve_rates(seed.phenomena).items() if v > 0}
     tools = {t.name for t in seed.tools}
     for i, ev in enumerate(p.events):
         at = f"events[{i}] ({ev.id})"
