@@ -1,6 +1,6 @@
 """Benchmark: the embedded-default pipeline end to end, with 1 and with 2 workers.
 
-    .venv/bin/python bench/pipeline.py [--sessions 48] [--pipeline pipelines/demo.yaml]
+    .venv/bin/python bench/pipeline.py [--sessions 48] [--pipeline pipelines/demo-espeak.yaml]
 
 Runs ``synth run`` into fresh folders (bank already built) and prints, in one table:
 audio hours per CPU-hour (user + system CPU of the run and all its workers), wall time,
@@ -45,7 +45,7 @@ def run(pipeline: Path, sessions: int, workers: int, executor: str) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--pipeline", type=Path, default=ROOT / "pipelines" / "demo.yaml")
+    ap.add_argument("--pipeline", type=Path, default=ROOT / "pipelines" / "demo-espeak.yaml")
     ap.add_argument("--sessions", type=int, default=48)
     ap.add_argument("--executor", default="local", choices=["local", "ray"])
     a = ap.parse_args()
