@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import math
 import time
 from pathlib import Path
 

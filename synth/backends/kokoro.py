@@ -24,7 +24,6 @@ import hashlib
 import importlib.resources as res
 import json
 import threading
-from pathlib import Path
 
 import numpy as np
 

@@ -6,7 +6,6 @@ import hashlib
 import json
 import os
 from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 from typing import Callable
 
 from .. import __version__

@@ -6,7 +6,6 @@ session record, so the user channel can be re-rendered from the record alone.
 
 from __future__ import annotations
 
-from typing import Literal
 
 from pydantic import Field, model_validator
 
