@@ -47,6 +47,13 @@ def active_rms_db(x: np.ndarray, sample_rate: int, window_ms: int = 10) -> float
     return float(10 * np.log10(np.mean(10 ** (act / 10))))
 
 
+def gain_to_level(x: np.ndarray, sample_rate: int, level_db: float) -> float:
+    """Linear gain that brings ``x``'s speech-active level to ``level_db`` (1.0 for silence)."""
+    if not np.any(x):
+        return 1.0
+    return float(10 ** ((level_db - active_rms_db(x, sample_rate)) / 20))
+
+
 def fade_out(x: np.ndarray, length: int) -> np.ndarray:
     """A copy of ``x`` with a raised-cosine fade over its last ``length`` samples."""
     y = x.copy()

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import soundfile as sf
 
-from .audio import active_rms_db, fade_out, prolong
+from .audio import fade_out, gain_to_level, prolong
 from .backends.room import room_irs
 from .backends.tts import Rendered, TTSEngine, Voice, WordTime
 from .banks.bank import Bank, BankReadError, read_clip
@@ -92,7 +92,7 @@ def _render(plan, voices, tts: TTSEngine, bank: Bank | None, config: PipelineCon
             if ev.prolong_ms and r.words:
                 r = _prolonged(r, int(ev.prolong_ms * sr / 1000))
         level = config.audio.speaker_rms_dbfs + config.paralinguistics.levels_db.get(ev.sound or "", 0.0)
-        gain = 10 ** ((level - active_rms_db(r.audio, sr)) / 20)
+        gain = gain_to_level(r.audio, sr, level)
         out[ev.id] = Rendered((r.audio * gain).astype(np.float32), sr, r.words)
     return out, sounds
 

@@ -8,7 +8,6 @@ CC0-1.0: everything here is generated.
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import numpy as np
@@ -27,13 +26,7 @@ def _flac(path: Path, x: np.ndarray, sr: int) -> None:
     import soundfile as sf
 
     pcm = np.clip(np.round(x * 32767), -32768, 32767).astype(np.int16)
-
-    def write(tmp: Path) -> None:
-        buf = io.BytesIO()
-        sf.write(buf, pcm, sr, format="FLAC", subtype="PCM_16")
-        tmp.write_bytes(buf.getvalue())
-
-    write_atomic_with(path, write)
+    write_atomic_with(path, lambda p: sf.write(p, pcm, sr, format="FLAC", subtype="PCM_16"))
 
 
 def _specs(seed: int):

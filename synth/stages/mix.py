@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.signal import oaconvolve
 
-from ..audio import active_rms_db
+from ..audio import active_rms_db, gain_to_level
 from ..banks.bank import Bank, BankReadError, read_clip
 from ..errors import SessionReject
 from ..schema.scene import Scene
@@ -45,7 +45,7 @@ def tracks_of(tl: Timeline, audio: dict[str, np.ndarray]) -> dict[str, np.ndarra
 
 
 def _to_level(x: np.ndarray, sr: int, level_db: float) -> tuple[np.ndarray, float]:
-    g = 10 ** ((level_db - active_rms_db(x, sr)) / 20) if np.any(x) else 1.0
+    g = gain_to_level(x, sr, level_db)
     return (x * g).astype(np.float32), float(20 * np.log10(g))
 
 

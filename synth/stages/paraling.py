@@ -145,7 +145,7 @@ class _Decorator:
             if self.on("false_start") and r < cfg.false_start_per_turn:
                 k = int(rng.integers(1, 3))
                 head.append(self.event(ev, "false_start", words[:k], ev.floor_intent, ev.relation, ev.attach_to,
-                                       prolong_ms=self._maybe_prolong()))
+                                       prolong_ms=self._maybe_prolong(0.5)))
             elif self.on("self_repair") and r < cfg.false_start_per_turn + cfg.self_repair_per_turn:
                 k = int(rng.integers(2, min(5, len(words))))
                 term = EDIT_TERMS[lang][int(rng.integers(len(EDIT_TERMS[lang])))]
@@ -184,8 +184,9 @@ class _Decorator:
             cuts += [j for j in range(1, n) if self.rng.random() < p_mid]
         return cuts
 
-    def _maybe_prolong(self) -> float | None:
-        if self.on("prolongation") and self.rng.random() < 0.5:
+    def _maybe_prolong(self, p: float) -> float | None:
+        """A drawn prolongation (ms) with probability ``p``, else None."""
+        if self.on("prolongation") and self.rng.random() < p:
             return round(float(self.cfg.prolongation_ms.sample(self.rng)), 1)
         return None
 
@@ -204,9 +205,7 @@ class _Decorator:
             rel, att = (ev.relation, ev.attach_to) if first else ("continues", prev_id)
             floor = ev.floor_intent if first else "hold"
             if kind == "filler":
-                pl = None
-                if self.on("prolongation") and self.rng.random() < self.cfg.prolongation_per_turn * 4:
-                    pl = round(float(self.cfg.prolongation_ms.sample(self.rng)), 1)
+                pl = self._maybe_prolong(self.cfg.prolongation_per_turn * 4)
                 e = self.event(ev, "filler", [self._filler_word(val)], floor, rel, att, prolong_ms=pl,
                                pause_before=ev.pause_before if first else "within_turn",
                                gap_kind=ev.gap_kind if first else "normal")
@@ -216,8 +215,6 @@ class _Decorator:
                 last = n == len(pieces) - 1
                 after_filler = bool(out) and out[-1].act == "filler"
                 pause = ev.pause_before if first else ("hesitation" if after_filler else "within_turn")
-                if head and out and out[-1] is head[-1] and not after_filler:
-                    pause = "within_turn"
                 e = PlannedEvent(
                     id=ev.id if last else self.new_id(ev.id, "p"), speaker=ev.speaker, act=ev.act,
                     floor_intent=floor, relation=rel, attach_to=att, attach_word=ev.attach_word if first else None,
