@@ -174,7 +174,7 @@ def make_session(config: PipelineConfig, seed: ScenarioSeed, run_seed: int, sess
             sys_action=labels.sys_action, sys_floor=labels.sys_floor, usr_floor=labels.usr_floor,
             sys_vad=labels.sys_vad, usr_vad=labels.usr_vad, markers=labels.markers,
             events=tl.events, delegations=tl.work, phenomena=hits,
-            scene={**scene.model_dump(mode="json"), "tts_engine": tts.name,
+            scene={**scene.model_dump(mode="json"), "tts_engine": tts.name, "word_timing": tts.word_timing,
                    "voices": {k: v.as_dict() for k, v in voices.items()}, "sounds": sounds,
                    "gains_db": m.gains_db, "channel_order": list(CHANNEL_ORDER)},
             seed=run_seed, planner=plan.planner, planner_meta=plan.planner_meta,

@@ -145,6 +145,7 @@ class EspeakTTS:
     """eSpeak NG engine: ``voices`` maps a word language to a base voice (``en-us``, ``cmn``)."""
 
     name = "espeak-ng"
+    word_timing = "espeak-word-events"  # where word times come from (in each session record)
 
     def __init__(self, voices: dict[str, str], trim_rel_db: float = -40.0):
         self.voices = dict(voices)

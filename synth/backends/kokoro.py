@@ -164,6 +164,7 @@ class KokoroTTS:
     voices file (``af_heart``); ``voice.rate_wpm / 170`` is the speed."""
 
     name = "kokoro"
+    word_timing = "model-durations"  # where word times come from (in each session record)
 
     def __init__(self, model_path: str | None = None, voices_path: str | None = None,
                  pool_size: int = 20, pool_seed: int = 0, pool_base: list[str] | None = None,

@@ -90,6 +90,7 @@ class PiperTTS:
     ``voice.rate_wpm / 170`` is the speed (length scale = 1 / speed)."""
 
     name = "piper"
+    word_timing = "model-alignments"  # where word times come from (in each session record)
 
     def __init__(self, models: dict[str, str], threads: int = 1, trim_rel_db: float = -40.0, cache: SynthCache | None = None):
         self.models, self.threads, self.trim_rel_db, self.cache = dict(models), threads, trim_rel_db, cache

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UserError
-from ..schema.config import EspeakConfig, KokoroConfig, PiperConfig, RoutedTTSConfig
+from ..schema.config import CoquiConfig, EspeakConfig, KokoroConfig, PiperConfig, RoutedTTSConfig
 from ..schema.plan import PlannedWord
 from .tts import Rendered, TTSEngine, Voice, WordTime
 
@@ -37,6 +37,10 @@ def build_engine(cfg, trim_rel_db: float) -> TTSEngine:
         from .piper import PiperTTS
 
         return PiperTTS(dict(cfg.models), cfg.threads, trim_rel_db, cache)
+    if isinstance(cfg, CoquiConfig):
+        from .coqui import CoquiTTS
+
+        return CoquiTTS(cfg, trim_rel_db, cache)
     if isinstance(cfg, RoutedTTSConfig):
         return RoutedTTS(cfg, {n: build_engine(c, trim_rel_db) for n, c in sorted(cfg.engines.items())})
     raise TypeError(f"no TTS engine for {type(cfg).__name__}")
@@ -87,6 +91,10 @@ class RoutedTTS:
     def __init__(self, cfg: RoutedTTSConfig, engines: dict[str, TTSEngine]):
         self.cfg, self.engines = cfg, engines
         self.name = "routed:" + ",".join(f"{n}={e.name}" for n, e in engines.items())
+
+    @property
+    def word_timing(self) -> str:
+        return ",".join(f"{n}={e.word_timing}" for n, e in self.engines.items())
 
     def _engine_for(self, lang: str, voices: dict[str, Voice]) -> str:
         routed = self.cfg.languages.get(lang)

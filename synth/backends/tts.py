@@ -43,6 +43,7 @@ class Rendered:
 
 class TTSEngine(Protocol):
     name: str
+    word_timing: str  # where word times come from: the engine's events, the model, or an aligner
 
     def synthesize(self, words: list[PlannedWord], voice: Voice, sample_rate: int) -> Rendered:
         """Speak ``words`` (each with its language) with ``voice``."""

@@ -104,6 +104,31 @@ class PiperConfig(_NeuralVoices):
     variants: list[str] = Field(default=["default"], min_length=1)
 
 
+class CoquiConfig(_NeuralVoices):
+    """Coqui TTS: a VITS or XTTS-v2 model folder (``config.json`` + checkpoint), or a named model
+    that Coqui downloads (needs the network).
+
+    ``variants``: VITS speaker names of the model (``default`` for a one-speaker model); XTTS:
+    names in ``speaker_wavs`` (reference clips) or built-in speakers of the model.
+    """
+
+    engine: Literal["coqui"]
+    model_path: str | None = None
+    model_name: str | None = Field(default=None, description="e.g. tts_models/multilingual/multi-dataset/xtts_v2")
+    languages: dict[Literal["en", "zh"], str] = Field(default={"en": "en", "zh": "zh-cn"},
+                                                      description="the model's language code per language")
+    speaker_wavs: dict[str, list[str]] = Field(default={}, description="XTTS: reference clips per variant")
+    temperature: float = Field(default=0.75, gt=0, description="XTTS sampling temperature")
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    variants: list[str] = Field(default=["default"], min_length=1)
+
+    @model_validator(mode="after")
+    def _one_model(self):
+        if (self.model_path is None) == (self.model_name is None):
+            raise ValueError("give exactly one of model_path and model_name")
+        return self
+
+
 def _tts_kind(v) -> str:
     if isinstance(v, dict):
         return v.get("engine", "espeak")
@@ -112,7 +137,7 @@ def _tts_kind(v) -> str:
 
 EngineConfig = Annotated[
     Union[Annotated[EspeakConfig, Tag("espeak")], Annotated[KokoroConfig, Tag("kokoro")],
-          Annotated[PiperConfig, Tag("piper")]],
+          Annotated[PiperConfig, Tag("piper")], Annotated[CoquiConfig, Tag("coqui")]],
     Discriminator(_tts_kind),
 ]
 """One engine; no ``engine`` key means eSpeak NG."""
@@ -144,7 +169,8 @@ class RoutedTTSConfig(Model):
 
 TTSConfig = Annotated[
     Union[Annotated[EspeakConfig, Tag("espeak")], Annotated[KokoroConfig, Tag("kokoro")],
-          Annotated[PiperConfig, Tag("piper")], Annotated[RoutedTTSConfig, Tag("routed")]],
+          Annotated[PiperConfig, Tag("piper")], Annotated[CoquiConfig, Tag("coqui")],
+          Annotated[RoutedTTSConfig, Tag("routed")]],
     Discriminator(_tts_kind),
 ]
 """``tts:`` of a pipeline: one engine, or ``engine: routed``; no ``engine`` key means eSpeak NG."""
