@@ -72,3 +72,33 @@ def test_default_variants_give_the_same_samples_in_a_fresh_process():
     runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
             for _ in range(2)]
     assert runs[0] == runs[1]
+
+
+def test_same_samples_after_another_library_mapped_libespeak():
+    """phonemizer (Kokoro's English G2P) keeps libespeak-ng mapped; our per-synthesis fresh
+    library must still be fresh, so the samples cannot depend on who loaded it first."""
+    import subprocess
+    import sys
+
+    code = (
+        "import hashlib, sys\n"
+        "from synth.backends.espeak import EspeakTTS\n"
+        "from synth.backends.scripted_planner import tokenize\n"
+        "from synth.backends.tts import Voice\n"
+        "if sys.argv[1] == 'phonemizer':\n"
+        "    import espeakng_loader\n"
+        "    from phonemizer.backend.espeak.wrapper import EspeakWrapper\n"
+        "    from phonemizer.backend import EspeakBackend\n"
+        "    EspeakWrapper.set_library(espeakng_loader.get_library_path())\n"
+        "    EspeakWrapper.set_data_path(espeakng_loader.get_data_path())\n"
+        "    EspeakBackend('en-us').phonemize(['hello'])\n"
+        "t = EspeakTTS({'en': 'en-us', 'zh': 'cmn'})\n"
+        "w = tokenize('Sure, I will check the flights to Shanghai tomorrow.')\n"
+        "print([hashlib.md5(t.synthesize(w, Voice('m1', r, 50, 50), 16000).audio.tobytes()).hexdigest()"
+        " for r in (150, 170, 150)])\n"
+    )
+    runs = [subprocess.run([sys.executable, "-c", code, arg], capture_output=True, text=True, check=True).stdout
+            for arg in ("alone", "phonemizer")]
+    assert runs[0] == runs[1]
+    first, _, again = eval(runs[1])
+    assert first == again

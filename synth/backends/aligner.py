@@ -84,6 +84,34 @@ def warp(ref: np.ndarray, rec: np.ndarray) -> np.ndarray:
     return np.maximum(path, 0)
 
 
+def _snap_to_pauses(spans: list[list[int]], rec: np.ndarray, rel_db: float, reach: int = 12, shortest: int = 6) -> None:
+    """Move each boundary between two words onto a pause of the recording near it: the warp
+    places boundaries well inside speech but smears them across pauses, whose length the
+    reference does not share. ``reach`` and ``shortest`` are in 10 ms frames."""
+    n = len(rec) // HOP
+    if n == 0:
+        return
+    db = 10 * np.log10(np.mean(rec[: n * HOP].reshape(n, HOP).astype(np.float64) ** 2, axis=1) + 1e-12)
+    quiet = db < db.max() + rel_db + 5
+    for a, b in zip(spans, spans[1:]):
+        at = (a[1] + b[0]) // 2 // HOP
+        lo_f, hi_f = max(a[0] // HOP + 1, at - reach), min(b[1] // HOP - 1, at + reach)
+        best, i = None, lo_f
+        while i < hi_f:  # the longest quiet run inside the window, nearest the boundary on ties
+            if quiet[i]:
+                j = i
+                while j < hi_f and quiet[j]:
+                    j += 1
+                key = (j - i, -abs((i + j) // 2 - at))
+                if j - i >= shortest and (best is None or key > best[0]):
+                    best = (key, i, j)
+                i = j
+            else:
+                i += 1
+        if best is not None:
+            a[1], b[0] = best[1] * HOP, best[2] * HOP
+
+
 def align_words(audio: np.ndarray, sample_rate: int, words: list[PlannedWord], reference=None,
                 trim_rel_db: float = -40.0) -> list[tuple[int, int]]:
     """``[on, off)`` in samples of ``audio`` for every word, by warping an eSpeak NG rendering.
@@ -115,4 +143,5 @@ def align_words(audio: np.ndarray, sample_rate: int, words: list[PlannedWord], r
         spans.append([on, max(on, off)])
     for a, b in zip(spans, spans[1:]):  # a word ends where the next begins, at the latest
         a[1] = max(a[0], min(a[1], b[0]))
+    _snap_to_pauses(spans, rec, trim_rel_db)
     return [(int(round(a * scale)), int(round(b * scale))) for a, b in spans]

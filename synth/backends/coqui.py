@@ -218,12 +218,16 @@ class CoquiTTS:
     def _vits(self, run: list[PlannedWord], voice: Voice) -> tuple[np.ndarray, list[tuple[int, int]]]:
         torch, model, tok = self.torch, self.model, self.model.tokenizer
         space = tok.encode(" ")
+        punctuation = set(tok.encode(tok.characters.punctuations))
         ids, ranges = [], []
         for w in run:
             if ids:
                 ids.extend(space)
             word = self._word_ids(w.text, w.lang)
-            ranges.append((len(ids), len(ids) + len(word)))
+            spoken = len(word)  # a trailing comma's pause belongs to the gap after the word
+            while spoken and word[spoken - 1] in punctuation:
+                spoken -= 1
+            ranges.append((len(ids), len(ids) + spoken))
             ids.extend(word)
         if all(a == b for a, b in ranges):
             raise SessionReject("render", "tts_unsupported_text", run_text(run)[:60])

@@ -9,7 +9,11 @@ event that falls on one of its characters.
 from __future__ import annotations
 
 import _ctypes
+import atexit
 import ctypes
+import os
+import shutil
+import tempfile
 import threading
 
 import numpy as np
@@ -42,6 +46,25 @@ _Callback = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_short), ctype
                              ctypes.POINTER(_Event))
 
 
+_COPY: dict[str, str] = {}
+
+
+def _private_copy(path: str) -> str:
+    """This process's own copy of libespeak-ng, loaded by nobody else.
+
+    ``dlclose`` unloads a library only when nothing else holds it, and phonemizer (Kokoro's
+    English G2P) keeps the original file mapped after it looks up its path: a fresh mapping of
+    that file would then be the same, stateful one.
+    """
+    if path not in _COPY:
+        folder = tempfile.mkdtemp(prefix="synth-espeak-")
+        atexit.register(shutil.rmtree, folder, True)
+        target = os.path.join(folder, os.path.basename(path))
+        shutil.copy(path, target)
+        _COPY[path] = target
+    return _COPY[path]
+
+
 class _Library:
     """One load of libespeak-ng, used for exactly one synthesis and then unloaded.
 
@@ -58,7 +81,7 @@ class _Library:
             import espeakng_loader
         except ImportError as e:  # pragma: no cover - a base dependency
             raise ImportError("eSpeak NG needs the package espeakng-loader (pip install espeakng-loader)") from e
-        self.lib = ctypes.CDLL(espeakng_loader.get_library_path())
+        self.lib = ctypes.CDLL(_private_copy(espeakng_loader.get_library_path()))
         self.lib.espeak_Initialize.restype = ctypes.c_int
         self.lib.espeak_Synth.argtypes = [
             ctypes.c_char_p, ctypes.c_size_t, ctypes.c_uint, ctypes.c_int, ctypes.c_uint,
