@@ -161,8 +161,11 @@ def test_unspeakable_text_and_missing_language_are_rejects(vits, models):
 
 
 def test_bad_model_speaker_and_clip_are_user_errors(vits, models, tmp_path):
+    vits.check_voices(["spk00", "19"])  # a name, or an id of the speaker table
     with pytest.raises(UserError, match="no speaker 'spk99'"):
         vits.check_voices(["spk00", "spk99"])
+    with pytest.raises(UserError, match="no speaker '20'"):
+        vits.check_voices(["20"])
     with pytest.raises(UserError, match="no config.json"):
         CoquiTTS(CoquiConfig(engine="coqui", model_path=str(tmp_path))).load()
     (tmp_path / "config.json").write_text('{"model": "tacotron2"}')
@@ -203,3 +206,21 @@ def test_pipeline_run_with_coqui_voices(models, tmp_path):
     digest = [{p.relative_to(o).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
                for p in sorted((o / "shards").rglob("*")) if p.is_file()} for o in outs]
     assert digest[0] == digest[1]
+
+
+def test_routed_code_switch_with_coqui_for_english(models):
+    from synth.backends.routed import draw_routed_voices
+    from synth.executor.task import build_tts
+    from synth.rng import stream
+    from synth.schema.config import PipelineConfig
+
+    cfg = PipelineConfig(name="t", seeds=["x"], tts={
+        "engine": "routed", "default": "kokoro", "languages": {"en": "coqui"},
+        "engines": {"kokoro": {"engine": "kokoro"},
+                    "coqui": {"engine": "coqui", "model_path": str(models["vits"]), "variants": SPEAKERS[:4]}}})
+    tts = build_tts(cfg, check=True)
+    voices = draw_routed_voices(cfg.tts, ["system", "user"], stream(1, "s", "voices"))
+    words = tokenize(SENTENCES["en-zh"])
+    r = tts.synthesize(words, voices["user"], 16000)
+    _check_times(r, words)
+    assert tts.word_timing == "coqui=model-durations,kokoro=model-durations"

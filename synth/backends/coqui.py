@@ -104,7 +104,10 @@ class CoquiTTS:
         except ImportError as e:
             raise missing_extra(getattr(e, "name", None) or "coqui-tts", "coqui") from None
         folder, config_path = self._folder()
-        kind = json.loads(config_path.read_text(encoding="utf-8")).get("model")
+        try:
+            kind = json.loads(config_path.read_text(encoding="utf-8")).get("model")
+        except (OSError, ValueError, AttributeError) as e:
+            raise UserError(f"tts.model_path: cannot read {config_path} ({e})") from None
         if kind not in ("vits", "xtts"):
             raise UserError(f"tts.model_path: Coqui model type {kind!r} in {config_path}: this engine speaks vits and xtts")
         if kind == "xtts":
@@ -127,7 +130,9 @@ class CoquiTTS:
         self.model = synth.tts_model
         self.model.eval()
         self.sample_rate = int(self.model.args.output_sample_rate if kind == "xtts" else self.model.config.audio.sample_rate)
-        self.digest = file_digest(digest_file)
+        self.digest = file_digest(digest_file) + file_digest(config_path)[:8]
+        self._clip_digests = {v: [file_digest(c) if Path(c).is_file() else "missing" for c in clips]
+                              for v, clips in self.cfg.speaker_wavs.items()}
         self.word_timing = "aligner:dtw-espeak" if kind == "xtts" else "model-durations"
         self.speakers = self._speaker_names()
         self.languages = self._model_languages()
@@ -139,6 +144,17 @@ class CoquiTTS:
         if self.kind == "xtts":
             return sorted(self.cfg.speaker_wavs) + (sorted(sm.speakers) if sm is not None else [])
         return list(sm.name_to_id) if sm is not None and sm.name_to_id else []
+
+    def _speaker_index(self, variant: str) -> int | None:
+        """A VITS speaker by name, or by its id in the speaker table (``"0"``, ``"1"`` ...)."""
+        if self.kind != "vits" or not self.speakers:
+            return None
+        table = self.model.speaker_manager.name_to_id
+        if variant in table:
+            return int(table[variant])
+        if variant.isdigit() and int(variant) < len(table):
+            return int(variant)
+        return None
 
     def _model_languages(self) -> list[str]:
         if self.kind == "xtts":
@@ -153,7 +169,7 @@ class CoquiTTS:
         for v in variants:
             if v == "default" and self.kind == "vits" and not self.speakers:
                 continue
-            if v not in self.speakers:
+            if v not in self.speakers and self._speaker_index(v) is None:
                 have = ", ".join(self.speakers[:6]) + (" ..." if len(self.speakers) > 6 else "") or "none"
                 raise UserError(f"tts.variants: the Coqui model has no speaker {v!r} (speakers: {have})")
         for lang, code in self.cfg.languages.items():
@@ -168,7 +184,7 @@ class CoquiTTS:
     def synthesize(self, words: list[PlannedWord], voice: Voice, sample_rate: int) -> Rendered:
         self.load()
         params = {"sr": sample_rate, "trim": self.trim_rel_db, "langs": self.cfg.languages,
-                  "temperature": self.cfg.temperature, "v": 1}
+                  "temperature": self.cfg.temperature, "clips": self._clip_digests.get(voice.variant), "v": 1}
         key = SynthCache.key(self.name, self.digest, voice, words, params)
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
             return hit
@@ -240,7 +256,7 @@ class CoquiTTS:
         aux = {"x_lengths": torch.tensor([len(ids)], device=self.device), "d_vectors": None, "durations": None,
                "speaker_ids": None, "language_ids": None}
         if self.speakers:
-            aux["speaker_ids"] = torch.tensor([model.speaker_manager.name_to_id[voice.variant]], device=self.device)
+            aux["speaker_ids"] = torch.tensor([self._speaker_index(voice.variant)], device=self.device)
         if self.languages:
             code = self.cfg.languages.get(run[0].lang)
             if code not in self.languages:
