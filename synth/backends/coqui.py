@@ -25,6 +25,7 @@ samples in any process on the same device, whatever was spoken before.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from pathlib import Path
 
@@ -122,6 +123,8 @@ class CoquiTTS:
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         torch.set_num_threads(self.cfg.threads)
+        # the tokenizer logs every character it drops; a word left without tokens is a reject
+        logging.getLogger("TTS.tts.utils.text.tokenizer").setLevel(logging.ERROR)
         try:
             synth = Synthesizer(tts_checkpoint=str(checkpoint), tts_config_path=str(config_path), use_cuda=device == "cuda")
         except Exception as e:
