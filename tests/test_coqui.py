@@ -177,6 +177,11 @@ def test_bad_model_speaker_and_clip_are_user_errors(vits, models, tmp_path):
     with pytest.raises(UserError, match="no language 'ja'"):
         CoquiTTS(CoquiConfig(engine="coqui", model_path=str(models["xtts"]), languages={"zh": "ja"},
                              variants=["a"], speaker_wavs={"a": [str(models["dir"] / "ref_a.wav")]})).check_voices(["a"])
+    import torch
+
+    if not torch.cuda.is_available():
+        with pytest.raises(UserError, match="tts.device: cuda"):
+            CoquiTTS(CoquiConfig(engine="coqui", model_path=str(models["vits"]), device="cuda")).load()
     with pytest.raises(ValueError, match="exactly one of model_path and model_name"):
         CoquiConfig(engine="coqui")
 

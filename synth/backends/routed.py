@@ -32,11 +32,11 @@ def build_engine(cfg, trim_rel_db: float) -> TTSEngine:
         from .kokoro import KokoroTTS
 
         return KokoroTTS(cfg.model_path, cfg.voices_path, cfg.pool_size, cfg.pool_seed, cfg.pool_base,
-                         cfg.threads, trim_rel_db, cache)
+                         cfg.threads, trim_rel_db, cache, cfg.device)
     if isinstance(cfg, PiperConfig):
         from .piper import PiperTTS
 
-        return PiperTTS(dict(cfg.models), cfg.threads, trim_rel_db, cache)
+        return PiperTTS(dict(cfg.models), cfg.threads, trim_rel_db, cache, cfg.device)
     if isinstance(cfg, CoquiConfig):
         from .coqui import CoquiTTS
 

@@ -73,7 +73,9 @@ class _NeuralVoices(Model):
     rate_wpm: Distribution = Uniform(a=155, b=185)
     pitch: Distribution = Fixed(value=0)
     pitch_range: Distribution = Fixed(value=0)
-    threads: int = Field(default=1, ge=1, description="onnxruntime threads per worker")
+    threads: int = Field(default=1, ge=1, description="onnxruntime / torch threads per worker")
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        default="auto", description="auto: the GPU when the runtime sees one (onnxruntime-gpu's CUDA provider, torch.cuda)")
 
 
 class KokoroConfig(_NeuralVoices):
@@ -119,7 +121,6 @@ class CoquiConfig(_NeuralVoices):
                                                       description="the model's language code per language")
     speaker_wavs: dict[str, list[str]] = Field(default={}, description="XTTS: reference clips per variant")
     temperature: float = Field(default=0.75, gt=0, description="XTTS sampling temperature")
-    device: Literal["auto", "cpu", "cuda"] = "auto"
     variants: list[str] = Field(default=["default"], min_length=1)
 
     @model_validator(mode="after")
