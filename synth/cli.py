@@ -82,6 +82,9 @@ def _spec(pipeline: Path, out: Optional[str], sessions: Optional[int], seed: Opt
     for p, s in pairs:
         planner.check_seed(s, str(p))
     _check_endpoint(cfg.planner)
+    from .executor.task import build_tts
+
+    build_tts(cfg, check=True)  # an engine that cannot load stops here, with one line, before any work
     seeds = [s for _, s in pairs]
     out_dir = out or cfg.output.dir.format(name=cfg.name)
     return RunSpec(config=cfg, seeds=tuple(seeds), out_dir=str(out_dir), bank=_bank(cfg, pipeline))
@@ -111,11 +114,9 @@ def run(pipeline: Path = typer.Argument(..., help="Pipeline YAML."),
         llm_model: Optional[str] = _MODEL_OPT, llm_cache_dir: Optional[Path] = _CACHE_OPT) -> None:
     """Make sessions and write Parquet + WebDataset shards; resumes an interrupted run."""
     from .executor.run import execute, merge, pending_ranks, prepare_folder
-    from .executor.task import build_tts
 
     spec = _spec(pipeline, out, sessions, seed, executor, workers,
                  (planner, llm_base_url, llm_model, llm_cache_dir))
-    build_tts(spec.config, check=True)  # an engine that cannot load stops here, with one line
     store = prepare_folder(spec)
     ex = spec.config.executor
     todo = pending_ranks(spec)

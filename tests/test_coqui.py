@@ -229,3 +229,15 @@ def test_routed_code_switch_with_coqui_for_english(models):
     r = tts.synthesize(words, voices["user"], 16000)
     _check_times(r, words)
     assert tts.word_timing == "coqui=model-durations,kokoro=model-durations"
+
+
+def test_a_coqui_model_that_cannot_load_stops_the_run_with_one_line(tmp_path):
+    pipe = tmp_path / "p.yaml"
+    pipe.write_text(yaml.safe_dump({
+        "name": "bad", "seeds": [str(ROOT / "scenario_seeds" / "travel-booking-en.yaml")], "sessions": 1,
+        "tts": {"engine": "coqui", "model_path": str(tmp_path / "no-model")}, "output": {"dir": str(tmp_path / "out")}}))
+    p = subprocess.run([sys.executable, "-m", "synth.cli", "run", str(pipe)], capture_output=True, text=True, cwd=ROOT)
+    assert p.returncode != 0
+    lines = [x for x in (p.stdout + p.stderr).splitlines() if x.strip()]
+    assert len(lines) == 1 and "tts.model_path" in lines[0] and "no config.json" in lines[0], lines
+    assert not (tmp_path / "out").exists()
