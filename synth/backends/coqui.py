@@ -17,9 +17,10 @@ what the model knows about timing:
   Speakers: ``variants`` name reference clips in ``speaker_wavs`` (read with soundfile, the
   conditioning computed once at load) or built-in speakers of the model's ``speakers_xtts.pth``.
 
-Randomness (VITS noise, XTTS sampling) is drawn from a torch generator seeded by the request
-(voice, words, params), inside ``torch.random.fork_rng``: the same request gives the same
-samples in any process on the same device, whatever was spoken before.
+Randomness (VITS noise, XTTS sampling) comes from torch's generator, which those models use
+directly: it is seeded from the request (voice, words, params, via ``rng.int_seed``) inside
+``torch.random.fork_rng``, so the same request gives the same samples in any process on the
+same device, whatever was spoken before, and nothing outside the call sees the seed.
 """
 
 from __future__ import annotations
@@ -32,12 +33,12 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import SessionReject, UserError
+from ..rng import int_seed
 from ..schema.plan import PlannedWord
 from .neural import SynthCache, file_digest, missing_extra, place_words, speed_of
-from .tts import Rendered, Voice
+from .tts import Rendered, Voice, join_runs, runs_by
 
 CHECKPOINTS = ("model.pth", "best_model.pth", "model_file.pth", "checkpoint.pth")
-JUNCTION_MS = 40  # silence between language runs of one event (XTTS, multilingual VITS)
 XTTS_REF_SR = 22050
 
 
@@ -53,16 +54,6 @@ def run_text(words: list[PlannedWord]) -> str:
             out += " "
         out += w.text
     return out
-
-
-def language_runs(words: list[PlannedWord]) -> list[list[PlannedWord]]:
-    runs: list[list[PlannedWord]] = []
-    for w in words:
-        if runs and runs[-1][-1].lang == w.lang:
-            runs[-1].append(w)
-        else:
-            runs.append([w])
-    return runs
 
 
 class CoquiTTS:
@@ -194,20 +185,11 @@ class CoquiTTS:
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
             return hit
         one_call = self.kind == "vits" and len(self.languages) <= 1
-        runs = [words] if one_call else language_runs(words)
-        seed = int(key[:8], 16)
-        pieces, spans, cursor = [], [], 0
-        junction = np.zeros(self.sample_rate * JUNCTION_MS // 1000, np.float32)
-        for i, run in enumerate(runs):
-            audio, run_spans = self._speak(run, voice, seed + i)
-            if pieces:
-                pieces.append(junction)
-                cursor += len(junction)
-            pieces.append(audio)
-            spans.extend((a + cursor, b + cursor) for a, b in run_spans)
-            cursor += len(audio)
-        r = place_words(np.concatenate(pieces), self.sample_rate, sample_rate, spans, words, self.trim_rel_db,
-                        run_text(words))
+        parts = []
+        for i, run in enumerate([words] if one_call else runs_by(words, lambda w: w.lang)):
+            audio, spans = self._speak(run, voice, int_seed(0, self.name, key, str(i)))
+            parts.append(place_words(audio, self.sample_rate, sample_rate, spans, run, self.trim_rel_db, run_text(run)))
+        r = join_runs(parts, sample_rate)
         if self.cache is not None:
             self.cache.put(key, r)
         return r

@@ -21,7 +21,7 @@ import numpy as np
 from ..audio import active_bounds, resample
 from ..errors import SessionReject, UserError
 from ..schema.plan import PlannedWord
-from .tts import Rendered, Voice, WordTime
+from .tts import Rendered, Voice, WordTime, join_runs, runs_by
 
 _AUDIO_OUTPUT_SYNCHRONOUS = 2
 _INITIALIZE_DONT_EXIT = 0x8000
@@ -29,8 +29,7 @@ _POS_CHARACTER = 1
 _CHARS_UTF8 = 1
 _EVENT_LIST_TERMINATED, _EVENT_WORD = 0, 1
 _RATE, _PITCH, _RANGE = 1, 3, 4
-JUNCTION_MS = 40
-_LIBC = ctypes.CDLL(None)  # silence between language runs of one utterance
+_LIBC = ctypes.CDLL(None)
 
 
 class _Event(ctypes.Structure):
@@ -182,29 +181,14 @@ class EspeakTTS:
                 _Library.speak("a", name, probe)
 
     def synthesize(self, words: list[PlannedWord], voice: Voice, sample_rate: int) -> Rendered:
-        runs: list[list[PlannedWord]] = []
-        for w in words:
-            if runs and runs[-1][0].lang == w.lang:
-                runs[-1].append(w)
-            else:
-                runs.append([w])
-        pieces: list[np.ndarray] = []
-        times: list[WordTime] = []
-        cursor = 0
-        junction = np.zeros(sample_rate * JUNCTION_MS // 1000, np.float32)
-        for run in runs:
+        parts = []
+        for run in runs_by(words, lambda w: w.lang):
             audio, word_times = self._speak_run(run, voice, sample_rate)
-            if audio is None:
-                continue
-            if pieces:
-                pieces.append(junction)
-                cursor += len(junction)
-            pieces.append(audio)
-            times.extend(WordTime(t.word, t.lang, t.on + cursor, t.off + cursor) for t in word_times)
-            cursor += len(audio)
-        if not pieces:
+            if audio is not None:
+                parts.append(Rendered(audio, sample_rate, tuple(word_times)))
+        if not parts:
             raise SessionReject("render", "tts_silent", " ".join(w.text for w in words)[:60])
-        return Rendered(np.concatenate(pieces), sample_rate, tuple(times))
+        return join_runs(parts, sample_rate)
 
     def _speak_run(self, run: list[PlannedWord], voice: Voice, sample_rate: int):
         base = self.voices.get(run[0].lang)

@@ -12,9 +12,8 @@ import numpy as np
 from ..errors import UserError
 from ..schema.config import CoquiConfig, EspeakConfig, KokoroConfig, PiperConfig, RoutedTTSConfig
 from ..schema.plan import PlannedWord
-from .tts import Rendered, TTSEngine, Voice, WordTime
+from .tts import Rendered, TTSEngine, Voice, join_runs, runs_by
 
-JUNCTION_MS = 40  # silence between language runs spoken by different engines
 
 
 def build_engine(cfg, trim_rel_db: float) -> TTSEngine:
@@ -102,24 +101,8 @@ class RoutedTTS:
 
     def synthesize(self, words: list[PlannedWord], voice: Voice, sample_rate: int) -> Rendered:
         voices = split_voice(voice)
-        runs: list[tuple[str, list[PlannedWord]]] = []
-        for w in words:
-            name = self._engine_for(w.lang, voices)
-            if runs and runs[-1][0] == name:
-                runs[-1][1].append(w)
-            else:
-                runs.append((name, [w]))
-        if len(runs) == 1:
-            name, run = runs[0]
-            return self.engines[name].synthesize(run, voices[name], sample_rate)
-        pieces, times, cursor = [], [], 0
-        junction = np.zeros(sample_rate * JUNCTION_MS // 1000, np.float32)
-        for name, run in runs:
-            r = self.engines[name].synthesize(run, voices[name], sample_rate)
-            if pieces:
-                pieces.append(junction)
-                cursor += len(junction)
-            pieces.append(r.audio)
-            times.extend(WordTime(t.word, t.lang, t.on + cursor, t.off + cursor) for t in r.words)
-            cursor += len(r.audio)
-        return Rendered(np.concatenate(pieces), sample_rate, tuple(times))
+        parts = []
+        for run in runs_by(words, lambda w: self._engine_for(w.lang, voices)):
+            name = self._engine_for(run[0].lang, voices)
+            parts.append(self.engines[name].synthesize(run, voices[name], sample_rate))
+        return join_runs(parts, sample_rate)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Callable, Hashable, Protocol
 
 import numpy as np
 
@@ -47,3 +47,35 @@ class TTSEngine(Protocol):
 
     def synthesize(self, words: list[PlannedWord], voice: Voice, sample_rate: int) -> Rendered:
         """Speak ``words`` (each with its language) with ``voice``."""
+
+
+JUNCTION_MS = 40
+"""Silence between runs of one utterance spoken by separate calls (a language run, an engine run)."""
+
+
+def runs_by(words: list[PlannedWord], key: Callable[[PlannedWord], Hashable]) -> list[list[PlannedWord]]:
+    """Consecutive words with the same ``key`` (a language, an engine), in order."""
+    runs: list[list[PlannedWord]] = []
+    for w in words:
+        if runs and key(runs[-1][-1]) == key(w):
+            runs[-1].append(w)
+        else:
+            runs.append([w])
+    return runs
+
+
+def join_runs(parts: list[Rendered], sample_rate: int) -> Rendered:
+    """Renderings of consecutive runs as one: ``JUNCTION_MS`` of silence between them, each
+    run's word times moved onto the joined clock."""
+    if len(parts) == 1:
+        return parts[0]
+    junction = np.zeros(sample_rate * JUNCTION_MS // 1000, np.float32)
+    pieces, times, cursor = [], [], 0
+    for r in parts:
+        if pieces:
+            pieces.append(junction)
+            cursor += len(junction)
+        pieces.append(r.audio)
+        times.extend(WordTime(t.word, t.lang, t.on + cursor, t.off + cursor) for t in r.words)
+        cursor += len(r.audio)
+    return Rendered(np.concatenate(pieces), sample_rate, tuple(times))
