@@ -29,7 +29,7 @@ _POS_CHARACTER = 1
 _CHARS_UTF8 = 1
 _EVENT_LIST_TERMINATED, _EVENT_WORD = 0, 1
 _RATE, _PITCH, _RANGE = 1, 3, 4
-_LIBC = ctypes.CDLL(None)
+_LIBC = ctypes.CDLL(None)  # libc: srand() before each synthesis
 
 
 class _Event(ctypes.Structure):

@@ -15,7 +15,6 @@ from ..schema.plan import PlannedWord
 from .tts import Rendered, TTSEngine, Voice, join_runs, runs_by
 
 
-
 def build_engine(cfg, trim_rel_db: float) -> TTSEngine:
     """The engine for one ``tts`` config (heavy imports happen in the engine, lazily)."""
     if isinstance(cfg, EspeakConfig):
