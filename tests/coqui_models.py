@@ -43,9 +43,10 @@ def tiny_vits(folder: Path, speakers: int = 20, seed: int = 0) -> Path:
     return folder
 
 
-def tiny_xtts(folder: Path, seed: int = 0) -> Path:
+def tiny_xtts(folder: Path, seed: int = 0, builtin: tuple[str, ...] = ("Ana Florence",)) -> Path:
     """An XTTS with a 2-layer GPT, a character vocabulary (``[en]``, ``[zh-cn]`` and pinyin
-    letters, since XTTS's Mandarin front end writes Chinese as pinyin) and at most 40 audio codes."""
+    letters, since XTTS's Mandarin front end writes Chinese as pinyin), at most 40 audio codes,
+    and ``speakers_xtts.pth`` with built-in speakers conditioned on noise, as XTTS-v2 ships them."""
     import torch
     from tokenizers import Tokenizer, models
     from TTS.tts.configs.xtts_config import XttsArgs, XttsConfig
@@ -66,6 +67,12 @@ def tiny_xtts(folder: Path, seed: int = 0) -> Path:
     model = Xtts(config)
     model.tokenizer = VoiceBpeTokenizer(vocab_file=str(folder / "vocab.json"))
     model.init_models()
+    speakers = {}
+    for i, name in enumerate(builtin):
+        clip = 0.1 * torch.randn(1, 22050 * 2, generator=torch.Generator().manual_seed(seed + i))
+        speakers[name] = {"gpt_cond_latent": model.get_gpt_cond_latents(clip, 22050),
+                          "speaker_embedding": model.get_speaker_embedding(clip, 22050)}
+    torch.save(speakers, folder / "speakers_xtts.pth")
     torch.save({"model": model.state_dict()}, folder / "model.pth")
     config.save_json(str(folder / "config.json"))
     return folder

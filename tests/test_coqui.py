@@ -126,11 +126,17 @@ def test_same_samples_in_a_fresh_process(models, xtts):
     assert out.stdout.strip().splitlines()[-1] == f"{hashlib.md5(r.audio.tobytes()).hexdigest()} {[(w.on, w.off) for w in r.words]}"
 
 
-def test_reference_clips_make_different_voices(xtts):
+def test_reference_clips_and_builtin_speakers_make_different_voices(xtts, models):
     words = tokenize("good morning")
     a = xtts.synthesize(words, Voice("a", 170, 0, 0), 16000).audio
     b = xtts.synthesize(words, Voice("b", 170, 0, 0), 16000).audio
     assert not (len(a) == len(b) and np.array_equal(a, b))
+    builtin = CoquiTTS(CoquiConfig(engine="coqui", model_path=str(models["xtts"]), variants=["Ana Florence"]))
+    builtin.check_voices(["Ana Florence"])  # from the model's speakers_xtts.pth, no clips
+    assert "Ana Florence" in builtin.speakers
+    r = builtin.synthesize(words, Voice("Ana Florence", 170, 0, 0), 16000)
+    _check_times(r, words)
+    assert not (len(r.audio) == len(a) and np.array_equal(r.audio, a))
 
 
 def test_cache_returns_the_same_rendering_without_the_model(models, tmp_path):
