@@ -7,8 +7,8 @@ the diagonal; the warp is asymmetric (every reference frame maps to one recordin
 recording may move 0, 1 or 2 frames per reference frame), so it needs one vector operation per
 reference frame and no Python loop over the cost matrix.
 
-Measured against Kokoro's own per-token durations in ``tests/test_coqui.py`` (word boundaries,
-en, zh and code-switched sentences); the README gives the numbers.
+Checked against Kokoro's own per-token durations (``tests/test_aligner.py``; numbers from
+``bench/aligner.py`` in the README): word boundaries of en, zh and code-switched sentences.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ..audio import active_bounds, resample
 from ..schema.plan import PlannedWord
 from .tts import Voice
 
-NAME = "dtw-espeak"
+NAME = "dtw-espeak"  # word_timing = "aligner:" + NAME in session records
 RATE = 16000
 HOP = 160  # 10 ms
 WIN = 400  # 25 ms

@@ -34,26 +34,13 @@ import numpy as np
 
 from ..errors import SessionReject, UserError
 from ..rng import int_seed
-from ..schema.plan import PlannedWord
+from ..schema.plan import PlannedWord, join_words
+from . import aligner
 from .neural import SynthCache, file_digest, missing_extra, place_words, speed_of
 from .tts import Rendered, Voice, join_runs, runs_by
 
 CHECKPOINTS = ("model.pth", "best_model.pth", "model_file.pth", "checkpoint.pth")
 XTTS_REF_SR = 22050
-
-
-def _is_cjk(text: str) -> bool:
-    return any("\u4e00" <= ch <= "\u9fff" for ch in text)
-
-
-def run_text(words: list[PlannedWord]) -> str:
-    """The words as one string: spaces between words, none between two Chinese words."""
-    out = ""
-    for w in words:
-        if out and not (_is_cjk(out[-1]) and _is_cjk(w.text[:1])):
-            out += " "
-        out += w.text
-    return out
 
 
 class CoquiTTS:
@@ -123,13 +110,12 @@ class CoquiTTS:
         except Exception as e:
             raise UserError(f"tts.model_path: Coqui cannot load {checkpoint} ({type(e).__name__}: {e})") from None
         self.torch, self.device, self.kind = torch, device, kind
-        self.model = synth.tts_model
-        self.model.eval()
+        self.model = synth.tts_model  # loaded with eval=True
         self.sample_rate = int(self.model.args.output_sample_rate if kind == "xtts" else self.model.config.audio.sample_rate)
         self.digest = file_digest(digest_file) + file_digest(config_path)[:8]
         self._clip_digests = {v: [file_digest(c) if Path(c).is_file() else "missing" for c in clips]
                               for v, clips in self.cfg.speaker_wavs.items()}
-        self.word_timing = "aligner:dtw-espeak" if kind == "xtts" else "model-durations"
+        self.word_timing = f"aligner:{aligner.NAME}" if kind == "xtts" else "model-durations"
         self.speakers = self._speaker_names()
         self.languages = self._model_languages()
         self._conditioning: dict[str, tuple] = {}
@@ -188,7 +174,7 @@ class CoquiTTS:
         parts = []
         for i, run in enumerate([words] if one_call else runs_by(words, lambda w: w.lang)):
             audio, spans = self._speak(run, voice, int_seed(0, self.name, key, str(i)))
-            parts.append(place_words(audio, self.sample_rate, sample_rate, spans, run, self.trim_rel_db, run_text(run)))
+            parts.append(place_words(audio, self.sample_rate, sample_rate, spans, run, self.trim_rel_db, join_words(run)))
         r = join_runs(parts, sample_rate)
         if self.cache is not None:
             self.cache.put(key, r)
@@ -233,7 +219,7 @@ class CoquiTTS:
             ranges.append((len(ids), len(ids) + spoken))
             ids.extend(word)
         if all(a == b for a, b in ranges):
-            raise SessionReject("render", "tts_unsupported_text", run_text(run)[:60])
+            raise SessionReject("render", "tts_unsupported_text", join_words(run)[:60])
         if tok.add_blank:  # blank before every token: token i moves to 2i + 1
             ids = tok.intersperse_blank_char(ids)
             ranges = [(2 * a + 1, 2 * b) if b > a else (2 * a + 1, 2 * a + 1) for a, b in ranges]
@@ -291,15 +277,13 @@ class CoquiTTS:
         return cond
 
     def _xtts(self, run: list[PlannedWord], voice: Voice) -> tuple[np.ndarray, list[tuple[int, int]]]:
-        from .aligner import align_words
-
         code = self.cfg.languages.get(run[0].lang)
         if code not in self.languages:
             raise SessionReject("render", "tts_unsupported_language", f"coqui model has no {run[0].lang}")
         latent, embedding = self._xtts_conditioning(voice.variant)
-        out = self.model.inference(run_text(run), code, latent, embedding, temperature=self.cfg.temperature,
+        out = self.model.inference(join_words(run), code, latent, embedding, temperature=self.cfg.temperature,
                                    speed=speed_of(voice))
         audio = np.asarray(out["wav"].cpu().numpy() if hasattr(out["wav"], "cpu") else out["wav"], np.float32).ravel()
         if len(audio) == 0 or not np.isfinite(audio).all() or np.abs(audio).max() == 0:
-            raise SessionReject("render", "tts_silent", run_text(run)[:60])
-        return audio, align_words(audio, self.sample_rate, run, trim_rel_db=self.trim_rel_db)
+            raise SessionReject("render", "tts_silent", join_words(run)[:60])
+        return audio, aligner.align_words(audio, self.sample_rate, run, trim_rel_db=self.trim_rel_db)
