@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from synth.backends.espeak import EspeakTTS
-from synth.backends.scripted_planner import ScriptedPlanner, common_bank, tokenize
+from synth.backends.frames import common_content
+from synth.backends.scripted_planner import ScriptedPlanner
+from synth.text import tokenize
 from synth.banks.bank import load_bank
 from synth.banks.generate import build_bank
 from synth.errors import UserError
@@ -210,7 +212,7 @@ def check_latched_start(v, e):
 
 
 def check_dispreferred_answer(v, e):
-    prefixes = {w.text for lang in ("en", "zh", "en-zh") for p in common_bank()[lang]["dispreferred_prefix"]
+    prefixes = {w.text for lang in ("en", "zh", "en-zh") for p in common_content()[lang]["dispreferred_prefix"]
                 for w in tokenize(p)}
     assert e.words[0].word in prefixes
     assert e.on_sample > v.ev[e.attach_to].off_sample

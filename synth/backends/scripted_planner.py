@@ -1,130 +1,184 @@
-"""The embedded offline planner: bilingual phrase banks, seeded, relational events only.
+"""The embedded offline planner: a session skeleton filled from coherent content frames.
 
-It realises every phenomenon of the registry (``synth.schema.phenomena``), at the seed's rates
-per exchange (a family name sets the rate of each of its items). Hesitations, non-verbal sounds
-and background media are added afterwards by the paralinguistic pass (``stages.paraling``),
-for any planner. A seed asking for something the planner does not realise is refused at load
-time. Domain phrases come from ``synth/data/phrases/<domain>.yaml``, domain-independent ones
-(backchannels, stop commands, dictated lists, progress notes ...) from ``_common.yaml``.
+Structure and content are separate. The builder below decides which phenomena occur, in which
+order, who speaks and how each event attaches (the skeleton), at the seed's rates per exchange (a
+family name sets the rate of each of its items). Every line comes from a :class:`Script`: one
+frame of the seed's domain (``synth/data/frames/<domain>.yaml``) with its slot values drawn once
+for the session, so an answer answers its request with the same dish, order number or city, a
+correction changes a value that was said and the next answer uses the new one, and a delegation's
+acknowledgement, progress note and result report the same task (CONTENT.md). A variant whose
+content the frame does not have (no question back for this follow-up) is not drawn.
+
+Hesitations, non-verbal sounds and background media are added afterwards by the paralinguistic
+pass (``stages.paraling``), for any planner; latched starts and deferred results are settled by
+the clock. A seed asking for something the planner does not realise is refused at load time.
 """
 
 from __future__ import annotations
 
-import logging
-import re
-from functools import lru_cache
-from importlib import resources
+from dataclasses import dataclass, field
 
 import numpy as np
-import yaml
 
 from ..errors import UserError
-from ..schema.plan import Plan, PlannedEvent, PlannedWork, PlannedWord
 from ..schema.phenomena import REGISTRY
+from ..schema.plan import Plan, PlannedEvent, PlannedWork, PlannedWord
 from ..schema.seed import ScenarioSeed
+from ..text import tokenize
+from .frames import Delegation, Frame, Unit, block, common_content, fill
+
+__all__ = ["ScriptedPlanner", "tokenize", "SUPPORTED"]
 
 SUPPORTED = set(REGISTRY)
 """Every registry item: planned here, or added by the paralinguistic pass, or (latched start,
 deferred result) decided by the clock from the plan's request and the drawn times."""
-_CJK = re.compile(r"([\u3000-\u303f\u3400-\u9fff\uff00-\uffef]+)")
-_PUNCT = set(",.?!;:，。？！；：、…-'")
+CONTENT_VERSION = "frames-v1"
 
-
-@lru_cache(maxsize=None)
-def phrase_bank(domain: str) -> dict:
-    try:
-        text = resources.files("synth.data.phrases").joinpath(f"{domain}.yaml").read_text("utf-8")
-    except FileNotFoundError:
-        raise UserError(f"domain: no phrase bank for domain {domain!r}") from None
-    return yaml.safe_load(text)
-
-
-@lru_cache(maxsize=None)
-def common_bank() -> dict:
-    return yaml.safe_load(resources.files("synth.data.phrases").joinpath("_common.yaml").read_text("utf-8"))
-
-
-def tokenize(text: str) -> list[PlannedWord]:
-    """Words with their language: jieba for Chinese runs, whitespace for the rest."""
-    import jieba
-
-    jieba.setLogLevel(logging.WARNING)
-    words: list[PlannedWord] = []
-    for part in _CJK.split(text):
-        if not part.strip():
-            continue
-        if _CJK.fullmatch(part):
-            tokens, lang = [t for t in jieba.lcut(part) if t.strip()], "zh"
-        else:
-            tokens, lang = part.split(), "en"
-        for tok in tokens:
-            if words and all(c in _PUNCT for c in tok):
-                words[-1] = PlannedWord(text=words[-1].text + tok, lang=words[-1].lang)
-            elif not all(c in _PUNCT for c in tok):
-                words.append(PlannedWord(text=tok, lang=lang))
-    return words
+# answer variants: one of those whose rate fires (and whose content exists) is realised per answer
+ANSWER_VARIANTS = (
+    "barge_in_new_request", "correction_negation", "topic_switch", "stop_command", "repeat_request",
+    "simultaneous_start", "cooperative_completion", "continuer", "assessment", "agreement",
+    "question_backchannel", "system_question_back", "silence_after_system_question", "system_self_repair",
+)
+LONG_VARIANTS = {"barge_in_new_request", "correction_negation", "topic_switch", "stop_command", "repeat_request",
+                 "simultaneous_start", "continuer", "assessment", "agreement"}
+# user-turn shapes that split a turn around a pause
+SPLIT_VARIANTS = ("long_thinking_pause", "trailing_conjunction", "list_dictation", "complete_sounding_pause",
+                  "phrase_boundary_pause")
+ROUTINE_P = 0.25  # share of later exchanges that are routine requests (negatives for delegation)
+FAILURE_P = 0.12  # share of work items whose backend fails
+SILENT_P = 0.15  # share of delegations opened silently, without a spoken acknowledgement
+SHORT_P = 0.35  # share of plain answers given in their short form, where the unit has one
 
 
 class ScriptedPlanner:
-    name = "scripted-v2"
+    name = "scripted-v3"
 
     def check_seed(self, seed: ScenarioSeed, source: str = "") -> None:
         where = f"{source}: " if source else ""
         for pid, rate in seed.rates.items():
             if rate > 0 and pid not in SUPPORTED:
                 raise UserError(f"{where}phenomena.{pid}: not realised by the scripted planner (got rate {rate})")
-        bank = phrase_bank(seed.domain)
-        if seed.rates.get("delegate_with_ack", 0) > 0 and not delegations(bank[seed.language], seed):
+        blk = block(seed.domain, seed.language)
+        if seed.rates.get("delegate_with_ack", 0) > 0 and not _tasks(blk.frames, seed):
             tools = [t.name for t in seed.tools]
-            raise UserError(f"{where}tools: no tool of the catalogue has delegation phrases in domain "
+            raise UserError(f"{where}tools: no tool of the catalogue has delegations in the content of domain "
                             f"{seed.domain!r} (got {tools})")
 
     def plan(self, seed: ScenarioSeed, session_id: str, rng: np.random.Generator) -> Plan:
         return _Builder(seed, session_id, rng).build()
 
 
-def delegations(bank: dict, seed: ScenarioSeed) -> list[dict]:
-    """The phrase bank's delegations whose tool is in the seed's tool catalogue."""
+def _tasks(frames: list[Frame], seed: ScenarioSeed) -> list[tuple[Frame, Delegation]]:
     tools = {t.name for t in seed.tools}
-    return [d for d in bank.get("delegation", []) if d["tool"] in tools]
+    return [(f, d) for f in frames for d in f.delegations if d.tool in tools]
 
 
-# answer variants: one of those whose rate fires is realised per system answer
-ANSWER_VARIANTS = (
-    "barge_in_new_request", "correction_negation", "topic_switch", "stop_command", "repeat_request",
-    "simultaneous_start", "cooperative_completion", "continuer", "assessment", "agreement",
-    "question_backchannel", "system_question_back", "silence_after_system_question", "system_self_repair",
-)
-# user-turn shapes that split a turn around a pause
-SPLIT_VARIANTS = ("long_thinking_pause", "trailing_conjunction", "list_dictation", "complete_sounding_pause",
-                  "phrase_boundary_pause")
-INTERRUPTS = {"barge_in_new_request": "new_request", "correction_negation": "correction"}
-ROUTINE_P = 0.25  # share of later exchanges that are routine requests (negatives for delegation)
-FAILURE_P = 0.12  # share of work items whose backend fails
-SILENT_P = 0.15  # share of delegations opened silently, without a spoken acknowledgement
-CS_ANSWER_P = 0.3  # en-zh: share of answers from the code-switching list
+@dataclass
+class Task:
+    """A delegation of the session with its slot values (the frame's and its own)."""
+
+    delegation: Delegation
+    values: dict[str, str]
+
+    def say(self, text: str) -> str:
+        return fill(text, self.values)
+
+
+@dataclass
+class Script:
+    """The session's content: the current frame, its slot values, the units not yet said."""
+
+    seed: ScenarioSeed
+    rng: np.random.Generator
+    frame: Frame | None = None
+    values: dict[str, str] = field(default_factory=dict)
+    followups: list[Unit] = field(default_factory=list)
+    new_requests: list[Unit] = field(default_factory=list)
+    used_frames: list[str] = field(default_factory=list)
+    log: dict = field(default_factory=lambda: {"content": CONTENT_VERSION, "frames": [], "corrections": [],
+                                               "supersedes": []})
+
+    def __post_init__(self):
+        self.blk = block(self.seed.domain, self.seed.language)
+        self.common = common_content()[self.seed.language]
+        self.enter(self.choose(self.blk.frames))
+
+    def choose(self, items):
+        return items[int(self.rng.integers(len(items)))]
+
+    def draw(self, slots: dict[str, list[str]]) -> dict[str, str]:
+        return {k: self.choose(v) for k, v in slots.items()}
+
+    def enter(self, frame: Frame) -> None:
+        """Make ``frame`` the topic: draw its slots, shuffle its follow-ups."""
+        self.frame, self.values = frame, self.draw(frame.slots)
+        self.values["topic"] = fill(frame.topic, self.values)
+        order = self.rng.permutation(len(frame.followups))
+        self.followups = [frame.followups[int(i)] for i in order]
+        self.new_requests = list(frame.new_requests)
+        self.used_frames.append(frame.id)
+        self.log["frames"].append({"id": frame.id, "slots": dict(self.values)})
+
+    def say(self, text: str, **extra: str) -> str:
+        return fill(text, {**self.values, **extra})
+
+    def pickc(self, key: str):
+        return self.choose(self.common[key])
+
+    def next_followup(self) -> Unit:
+        """The next follow-up on the topic; when they run out, the next frame's request."""
+        if not self.followups:
+            rest = [f for f in self.blk.frames if f.id not in self.used_frames] or self.blk.frames
+            self.enter(self.choose(rest))
+            return self.frame.request
+        return self.followups.pop()
+
+    def other_frame(self) -> Frame | None:
+        rest = [f for f in self.blk.frames if f.id not in self.used_frames]
+        return self.choose(rest) if rest else None
+
+    def task(self, exclude: list[Delegation] = ()) -> Task | None:
+        """A delegation of the current frame (else of another frame, whose slots it brings)."""
+        mine = [d for f, d in _tasks([self.frame], self.seed) if d not in exclude]
+        if mine:
+            d = self.choose(mine)
+            return Task(d, {**self.values, **self.draw(d.slots)})
+        others = [(f, d) for f, d in _tasks(self.blk.frames, self.seed) if d not in exclude]
+        if not others:
+            return None
+        f, d = self.choose(others)
+        vals = self.draw(f.slots)
+        return Task(d, {**vals, "topic": fill(f.topic, vals), **self.draw(d.slots)})
+
+
+def _lower_first(text: str) -> str:
+    head = text.split(" ", 1)[0]
+    return text if head in ("I", "I'm", "I'd", "I've", "I'll") or head.isupper() else text[:1].lower() + text[1:]
+
+
+def _join(head: str, tail: str) -> str:
+    """Two pieces of one line: a space where either side is English at the join."""
+    sep = " " if head[-1:].isascii() or tail[:1].isascii() else ""
+    return head + sep + tail
 
 
 class _Builder:
     def __init__(self, seed: ScenarioSeed, session_id: str, rng: np.random.Generator):
         self.seed, self.session_id, self.rng = seed, session_id, rng
         self.rates = seed.rates
-        self.bank = phrase_bank(seed.domain)[seed.language]
-        self.common = common_bank()[seed.language]
+        self.script = Script(seed, rng)
+        self.common = self.script.common
         self.events: list[PlannedEvent] = []
         self.work: list[dict] = []
         self.counts: dict[str, int] = {}
         self.tp = seed.personas.third_party is not None
-        self.delegations = delegations(self.bank, seed)
 
     def rate(self, pid: str) -> bool:
         return bool(self.rng.random() < self.rates.get(pid, 0.0))
 
     def choose(self, items):
         return items[int(self.rng.integers(len(items)))]
-
-    def pick(self, key: str):
-        return self.choose(self.bank[key])
 
     def pickc(self, key: str):
         return self.choose(self.common[key])
@@ -141,51 +195,71 @@ class _Builder:
         return ev
 
     def filler(self) -> list[PlannedWord]:
-        f = self.common["filler"][int(self.rng.integers(len(self.common["filler"])))]
+        f = self.pickc("filler")
         return tokenize(f + ("," if f.isascii() else "，"))
 
     # -- user turns ------------------------------------------------------------------------
-    def user_turn(self, act: str, key: str, after: PlannedEvent | None) -> tuple[PlannedEvent, str | None]:
-        """A user turn, possibly in pieces with pauses; returns its last event and the answer text
-        the shape asks for (a dictated list wants 'noted', not a domain answer)."""
+    def _shapes(self, unit: Unit, first: bool) -> list[str]:
+        """The split shapes this user line can take."""
+        out = ["phrase_boundary_pause", "long_thinking_pause", "trailing_conjunction"] if self._split(unit) else []
+        if self.script.frame.dictation:
+            out.append("list_dictation")
+        if not first:
+            out.append("complete_sounding_pause")
+        return out
+
+    def _split(self, unit: Unit) -> tuple[str, str] | None:
+        if unit.split:
+            head, tail = self.choose(unit.split)
+            return self.script.say(head), self.script.say(tail)
+        return None
+
+    def user_turn(self, act: str, unit: Unit, after: PlannedEvent | None, first: bool = False
+                  ) -> tuple[PlannedEvent, list[str] | None]:
+        """A user turn saying ``unit``, possibly in pieces with pauses; returns its last event and
+        the answers the shape asks for (a dictated list wants its read-back, not the unit's answer)."""
         rel = "responds_to" if after else None
         silence = (after is not None and after.act == "question_back"
                    and self.rate("silence_after_system_question"))
         gap = {"gap_kind": "silence"} if silence else {}
         first_tags = ["silence_after_system_question"] if silence else []
         filler = self.rate("filled_pause")
-        shape = next((v for v in SPLIT_VARIANTS if self.rate(v)), None)
+        fired = [v for v in SPLIT_VARIANTS if self.rate(v)]
+        shape = next((v for v in fired if v in self._shapes(unit, first)), None)
         if shape is None:
-            words = tokenize(self.pick(key))
+            words = tokenize(self.script.say(self.choose(unit.user)))
             tags = list(first_tags)
             if filler:
                 words, tags = self.filler() + words, tags + ["filled_pause"]
             return self.add("user", act, words, "take", rel, after, tags, **gap), None
         if shape == "list_dictation":
-            chunks = self.pickc("list_dictation")
+            d = self.choose(self.script.frame.dictation)
+            chunks = [self.script.say(c) for c in d.chunks]
             ev = self.add("user", act, chunks[0], "take", rel, after, first_tags, **gap)
             self.system_backchannel(ev)
             for i, chunk in enumerate(chunks[1:]):
                 last = i == len(chunks) - 2
                 ev = self.add("user", act, chunk, "hold", "continues", ev, ["list_dictation"] if last else [],
                               pause_before="within_turn")
-            return ev, self.pickc("list_answer")
+            return ev, [self.script.say(t) for t in d.system]
         if shape == "complete_sounding_pause":
-            head, tail = self.pickc("complete_sounding")
+            bridge, line = self.pickc("continuation"), self.script.say(self.choose(unit.user))
+            head, tail = self.pickc("complete_sounding"), _join(bridge, _lower_first(line) if bridge.isascii() else line)
         else:
-            head, tail = self.pick("request_split")
-        head_words, kind = tokenize(head), {"long_thinking_pause": "long", "complete_sounding_pause": "long",
-                                            "trailing_conjunction": "hesitation"}.get(shape, "within_turn")
+            head, tail = self._split(unit)
+        head_words = tokenize(head)
+        kind = {"long_thinking_pause": "long", "complete_sounding_pause": "long",
+                "trailing_conjunction": "hesitation"}.get(shape, "within_turn")
         if shape == "trailing_conjunction":
-            head_words = tokenize(head.rstrip(",，、") + (" " if head.isascii() else "") + self.pickc("conjunction"))
+            head_words = tokenize(_join(head.rstrip(",，、"), self.pickc("conjunction")))
         tags = [shape]
         if filler and shape != "trailing_conjunction":
             head_words = head_words + self.filler()
             tags.append("filled_pause")
             kind = "hesitation" if kind == "within_turn" else kind
-        first = self.add("user", act, head_words, "take", rel, after, first_tags, **gap)
-        self.system_backchannel(first)
-        return self.add("user", act, tail, "hold", "continues", first, tags, pause_before=kind), None
+        first_ev = self.add("user", act, head_words, "take", rel, after, first_tags, **gap)
+        self.system_backchannel(first_ev)
+        return self.add("user", act, tail, "hold", "continues", first_ev, tags, pause_before=kind), None
 
     def system_backchannel(self, user_ev: PlannedEvent) -> None:
         """mm-hm from the system inside (or right after) the first piece of a long user turn."""
@@ -194,68 +268,104 @@ class _Builder:
             self.add("system", "backchannel", self.pickc("system_backchannel"), "none", "backchannels_on", user_ev,
                      ["system_backchannel"], attach_word=k)
 
-    def side_talk(self, after: PlannedEvent) -> PlannedEvent:
-        side = self.add("user", "side_talk", self.pick("side_talk"), "none", "addresses_other", after,
-                        ["user_to_third_party"])
-        reply = self.add("third_party", "third_party_reply", self.pick("third_party_reply"), "none",
-                         "responds_to", side, ["third_party_to_user"])
-        return self.add("user", "readdress", self.pick("readdress"), "take", "responds_to", reply,
-                        ["readdress_after_side_talk"])
+    def side_talk(self, after: PlannedEvent, unit: Unit | None = None, tags=()) -> PlannedEvent:
+        """User to the third party, the reply to that, and (with ``unit``) the user back to the
+        system with the next question on the topic."""
+        st = self.choose(self.script.blk.side_talk)
+        side = self.add("user", "side_talk", st.user, "none", "addresses_other", after,
+                        ["user_to_third_party", *tags])
+        reply = self.add("third_party", "third_party_reply", st.third_party, "none", "responds_to", side,
+                         ["third_party_to_user"])
+        if unit is None:
+            return reply
+        back = self.script.say(st.readdress)
+        line = self.script.say(self.choose(unit.user))
+        text = _join(back, _lower_first(line) if back.isascii() and line.isascii() else line)
+        return self.add("user", "readdress", text, "take", "responds_to", reply, ["readdress_after_side_talk"])
 
     def exchange(self, after: PlannedEvent | None, first: bool = False) -> PlannedEvent:
         """One user turn (of some shape) and the system's answer (of some variant)."""
+        s = self.script
         if self.seed.tools and not first and self.rng.random() < ROUTINE_P:
-            r = self.pickc("routine")
-            u = self.add("user", "routine_request", r["request"], "take", "responds_to", after, ["routine_request"])
-            return self.add("system", "answer", r["answer"], "take", "responds_to", u, ["smooth_exchange"])
-        answer = None
+            unit = s.next_followup()
+            u = self.add("user", "routine_request", s.say(self.choose(unit.user)), "take", "responds_to", after,
+                         ["routine_request"])
+            return self.add("system", "answer", self.answer_text(unit), "take", "responds_to", u,
+                            ["smooth_exchange"])
+        answers = None
+        unit = s.frame.request if first else s.next_followup()
         if after is not None and after.speaker == "system" and self.tp and self.rate("user_to_third_party"):
-            user = self.side_talk(after)
+            user = self.side_talk(after, unit)
         else:
             if after is not None and self.rate("user_self_talk"):
-                after = self.add("user", "self_talk", self.pickc("self_talk"), "none", "addresses_other", after,
-                                 ["user_self_talk"])
-            user, answer = self.user_turn("request" if first else "followup", "request" if first else "followup",
-                                          after)
+                after = self.add("user", "self_talk", s.say(self.choose(s.blk.self_talk)), "none",
+                                 "addresses_other", after, ["user_self_talk"])
+            act = "request" if first else "followup"
+            user, answers = self.user_turn(act, unit, after, first)
         if self.rate("other_initiated_repair"):
             clarify = self.add("system", "clarify", self.pickc("clarify"), "take", "responds_to", user,
                                ["other_initiated_repair"])
             user = self.add("user", "repair_repeat", user.words, "take", "responds_to", clarify)
-        return self.system_answer(user, answer)
+        return self.system_answer(user, unit, answers)
 
     # -- system answers --------------------------------------------------------------------
-    def answer_text(self, long: bool) -> str:
-        if self.seed.language == "en-zh" and not long and self.rng.random() < CS_ANSWER_P:
-            return self.pickc("answer_cs")
-        return self.pick("answer_long" if long else "answer_short")
+    def answer_text(self, unit: Unit, long: bool = False) -> str:
+        pool = unit.short if unit.short and not long and self.rng.random() < SHORT_P else unit.system
+        return self.script.say(self.choose(pool))
 
-    def system_answer(self, user_ev: PlannedEvent, text: str | None = None) -> PlannedEvent:
+    def _applicable(self, variant: str, unit: Unit, answers) -> bool:
+        s = self.script
+        if answers is not None and variant in ("system_question_back", "silence_after_system_question",
+                                               "cooperative_completion", "system_self_repair"):
+            return False
+        return {
+            "system_question_back": bool(unit.ask_back), "silence_after_system_question": bool(unit.ask_back),
+            "cooperative_completion": bool(unit.coop), "system_self_repair": bool(unit.repair),
+            "barge_in_new_request": bool(s.new_requests), "correction_negation": bool(self._corrections()),
+            "topic_switch": s.other_frame() is not None,
+        }.get(variant, True)
+
+    def _corrections(self):
+        """Corrections whose slot the user has said in this session."""
+        said = " ".join(e.text for e in self.events if e.speaker == "user")
+        return [c for c in self.script.frame.corrections if self.script.values.get(c.slot, "\0") in said]
+
+    def system_answer(self, user_ev: PlannedEvent, unit: Unit, answers: list[str] | None = None) -> PlannedEvent:
         fired = [v for v in ANSWER_VARIANTS if self.rate(v)]
+        fired = [v for v in fired if self._applicable(v, unit, answers)]
         variant = self.choose(fired) if fired else None
         kw: dict = {}
         if self.rate("dispreferred_answer"):
             kw = {"gap_kind": "dispreferred"}
         elif self.rate("latched_start"):
             kw = {"gap_kind": "early"}
-        needs_long = variant in ("barge_in_new_request", "correction_negation", "topic_switch", "stop_command",
-                                 "repeat_request", "simultaneous_start", "continuer", "assessment", "agreement")
+        s = self.script
         if variant in ("system_question_back", "silence_after_system_question"):
-            j = int(self.rng.integers(len(self.common["question_back"])))
-            qb = self.add("system", "question_back", self.common["question_back"][j], "take", "responds_to", user_ev,
+            ab = self.choose(unit.ask_back)
+            qb = self.add("system", "question_back", s.say(ab.system), "take", "responds_to", user_ev,
                           ["system_question_back"], **kw)
-            ua, _ = self._question_answer(qb, j, variant == "silence_after_system_question")
-            return self.add("system", "answer", self.answer_text(False), "take", "responds_to", ua, ["smooth_exchange"])
+            silence = variant == "silence_after_system_question"
+            ua = self.add("user", "answer", s.say(ab.user), "take", "responds_to", qb,
+                          ["silence_after_system_question"] if silence else [],
+                          gap_kind="silence" if silence else "normal")
+            return self.add("system", "answer", s.say(ab.then), "take", "responds_to", ua, ["smooth_exchange"])
         if variant == "cooperative_completion":
-            c = self.pickc("cooperative")
-            a = self.add("system", "answer", c["head"], "take", "responds_to", user_ev, ["smooth_exchange"], **kw)
-            self.add("user", "cooperative_completion", c["completion"], "none", "backchannels_on", a,
+            c = self.choose(unit.coop)
+            a = self.add("system", "answer", s.say(c.head), "take", "responds_to", user_ev, ["smooth_exchange"], **kw)
+            self.add("user", "cooperative_completion", s.say(c.completion), "none", "backchannels_on", a,
                      ["cooperative_completion"], attach_word=len(a.words) - 1)
-            return self.add("system", "answer", c["tail"], "hold", "continues", a, pause_before="within_turn")
-        words = tokenize(text or self.answer_text(needs_long or self.rng.random() < 0.5))
+            return self.add("system", "answer", s.say(c.tail), "hold", "continues", a, pause_before="within_turn")
+        if answers is not None:
+            text = self.choose(answers)
+        elif variant == "system_self_repair":
+            text = s.say(self.choose(unit.repair))
+        else:
+            text = self.answer_text(unit, long=variant in LONG_VARIANTS)
+        words = tokenize(text)
         tags = ["smooth_exchange"]
         act = "answer"
         if variant == "system_self_repair":
-            words, act, tags = tokenize(self.pickc("system_self_repair")), "system_self_repair", tags + [variant]
+            act, tags = "system_self_repair", tags + [variant]
         if kw.get("gap_kind") == "dispreferred":
             words, tags = tokenize(self.pickc("dispreferred_prefix")) + words, tags + ["dispreferred_answer"]
         ans = self.add("system", act, words, "take", "responds_to", user_ev, tags, **kw)
@@ -265,31 +375,40 @@ class _Builder:
             self.add("user", "backchannel", self.pickc(variant), "none", "backchannels_on", ans, [variant],
                      attach_word=k)
         elif variant == "question_backchannel":
-            q = self.add("user", "question_backchannel", self.pickc("question_backchannel"), "take", "responds_to",
-                         ans, ["question_backchannel"])
-            return self.add("system", "brief_reply", self.pickc("brief_reply"), "take", "responds_to", q)
-        elif needs_long and n >= 6:
+            qb = self.pickc("question_backchannel")
+            q = self.add("user", "question_backchannel", qb["user"], "take", "responds_to", ans,
+                         ["question_backchannel"])
+            return self.add("system", "brief_reply", qb["system"], "take", "responds_to", q)
+        elif variant in LONG_VARIANTS and n >= 6:
             return self._interrupted(ans, variant)
         return ans
 
-    def _question_answer(self, qb: PlannedEvent, j: int, silence: bool):
-        tags = ["silence_after_system_question"] if silence else []
-        return self.add("user", "answer", self.common["question_answer"][j], "take", "responds_to", qb, tags,
-                        gap_kind="silence" if silence else "normal"), None
-
     def _interrupted(self, ans: PlannedEvent, variant: str) -> PlannedEvent:
         """The user cuts into ``ans``; what the system says next depends on why."""
+        s = self.script
         n = len(ans.words)
         k = 0 if variant == "simultaneous_start" else int(self.rng.integers(max(n // 2, 3), n - 1))
-        if variant in INTERRUPTS:
-            kind = INTERRUPTS[variant]
-            cut = self.add("user", kind, self.pick(kind), "take", "interrupts", ans, [variant], attach_word=k)
-            reply = self.pick("answer_short")
-        elif variant == "topic_switch":
-            j = int(self.rng.integers(len(self.common["topic_switch"])))
-            cut = self.add("user", "topic_switch", self.common["topic_switch"][j], "take", "interrupts", ans,
+        if variant == "barge_in_new_request":
+            unit = s.new_requests.pop(int(self.rng.integers(len(s.new_requests))))
+            cut = self.add("user", "new_request", s.say(self.choose(unit.user)), "take", "interrupts", ans,
                            [variant], attach_word=k)
-            reply = self.common["topic_answer"][j]
+            reply = self.answer_text(unit)
+        elif variant == "correction_negation":
+            c = self.choose(self._corrections())
+            old = s.values[c.slot]
+            new = self.choose([v for v in s.frame.slots[c.slot] if v != old])
+            line = s.say(self.choose(c.user), old=old, new=new)
+            s.values[c.slot] = new
+            s.values["topic"] = fill(s.frame.topic, s.values)
+            cut = self.add("user", "correction", line, "take", "interrupts", ans, [variant], attach_word=k)
+            reply = s.say(self.choose(c.system), new=new)
+            s.log["corrections"].append({"event": cut.id, "slot": c.slot, "old": old, "new": new})
+        elif variant == "topic_switch":
+            s.enter(s.other_frame())
+            unit = s.frame.request
+            cut = self.add("user", "topic_switch", s.say(self.choose(unit.user)), "take", "interrupts", ans,
+                           [variant], attach_word=k)
+            reply = self.answer_text(unit)
         elif variant == "stop_command":
             # the system yields and stays silent: nothing answers the stop
             return self.add("user", "stop", self.pickc("stop"), "take", "interrupts", ans, [variant], attach_word=k)
@@ -297,10 +416,11 @@ class _Builder:
             cut = self.add("user", "repeat_request", self.pickc("repeat"), "take", "interrupts", ans, [variant],
                            attach_word=k)
             return self.add("system", "repeat", ans.words, "take", "responds_to", cut)
-        else:  # simultaneous start: both begin at once, the system yields
-            cut = self.add("user", "followup", self.pick("followup"), "take", "interrupts", ans, [variant],
-                           attach_word=0)
-            reply = self.pick("answer_short")
+        else:  # simultaneous start: both begin at once, the system yields and answers the user
+            unit = s.next_followup()
+            cut = self.add("user", "followup", s.say(self.choose(unit.user)), "take", "interrupts", ans,
+                           [variant], attach_word=0)
+            reply = self.answer_text(unit)
         return self.add("system", "answer", reply, "take", "responds_to", cut, ["smooth_exchange"])
 
     def _boundary_word(self, ev: PlannedEvent, lo: int, hi: int) -> int:
@@ -310,64 +430,74 @@ class _Builder:
         return int(self.rng.integers(lo, hi))
 
     # -- delegation ------------------------------------------------------------------------
-    def new_work(self, d: dict, ack: PlannedEvent) -> dict:
+    def new_work(self, t: Task, opener: PlannedEvent) -> dict:
+        d = t.delegation
         fails = self.rng.random() < FAILURE_P
-        w = {"work_id": f"w{len(self.work) + 1}", "tool": d["tool"], "objective": d["objective"],
-             "result_text": self.pickc("failure") if fails else d["result"], "opened_by": ack.id,
+        w = {"work_id": f"w{len(self.work) + 1}", "tool": d.tool, "objective": t.say(d.objective),
+             "result_text": t.say(self.choose(d.failure if fails else d.result)), "opened_by": opener.id,
              "outcome": "failure" if fails else "success"}
         self.work.append(w)
         return w
 
-    def delegate(self, d: dict, after: PlannedEvent, act="delegate_request", prefix="", tags=()):
+    def delegate(self, t: Task, after: PlannedEvent, act="delegate_request", text: str | None = None, tags=()):
         """Request, then the spoken ack that opens the work item (or, sometimes, no ack: the
         system opens the item silently after the request, R6)."""
-        req = self.add("user", act, (prefix + " " if prefix else "") + d["request"], "take", "responds_to", after,
+        req = self.add("user", act, text or t.say(self.choose(t.delegation.user)), "take", "responds_to", after,
                        list(tags))
         if self.rng.random() < SILENT_P:
-            return req, req, self.new_work(d, req)
-        ack = self.add("system", "acknowledge", d["ack"], "take", "responds_to", req, ["delegate_with_ack"])
-        return req, ack, self.new_work(d, ack)
-
-    def other_delegation(self, used: list[dict]) -> dict | None:
-        rest = [d for d in self.delegations if d not in used]
-        return self.choose(rest) if rest else None
+            return req, req, self.new_work(t, req)
+        ack = self.add("system", "acknowledge", t.say(self.choose(t.delegation.ack)), "take", "responds_to", req,
+                       ["delegate_with_ack"])
+        return req, ack, self.new_work(t, ack)
 
     def delegation(self, after: PlannedEvent) -> PlannedEvent:
         """Request, ack and private span; talk while it runs; maybe a progress question, a second
         request in flight, a cancel or a superseding request; then the results as they come."""
-        d = self.choose(self.delegations)
-        used = [d]
-        _, last, w = self.delegate(d, after)
+        s = self.script
+        t = s.task()
+        used = [t.delegation]
+        _, last, w = self.delegate(t, after)
         pending = [w]
         if self.rate("progress_question"):
-            p = self.pickc("progress")
-            q = self.add("user", "progress_question", p["question"], "take", "responds_to", last, ["progress_question"])
-            last = self.add("system", "progress_answer", p["answer"], "take", "responds_to", q, work_id=w["work_id"])
-            w.update(progress_text=p["note"], progress_by=last.id)
+            p = self.choose(t.delegation.progress)
+            q = self.add("user", "progress_question", self.pickc("progress_question"), "take", "responds_to", last,
+                         ["progress_question"])
+            last = self.add("system", "progress_answer", t.say(p.system), "take", "responds_to", q,
+                            work_id=w["work_id"])
+            w.update(progress_text=t.say(p.note), progress_by=last.id)
         if self.rate("continue_while_working"):
             r = self.rng.random()
-            d2 = self.other_delegation(used)
-            if r < 0.35 and d2 is not None:  # a second request while the first runs
-                used.append(d2)
-                _, last, w2 = self.delegate(d2, last, tags=["continue_while_working"])
+            t2 = s.task(exclude=used)
+            if r < 0.35 and t2 is not None:  # a second request while the first runs
+                used.append(t2.delegation)
+                _, last, w2 = self.delegate(t2, last, tags=["continue_while_working"])
                 pending.append(w2)
             elif r < 0.65 and self.tp:
-                last = self.add("user", "side_talk", self.pick("side_talk"), "none", "addresses_other", last,
-                                ["user_to_third_party", "continue_while_working"])
+                last = self.side_talk(last, tags=["continue_while_working"])
             else:
-                q = self.add("user", "followup", self.pick("followup"), "take", "responds_to", last,
+                unit = s.next_followup()
+                q = self.add("user", "followup", s.say(self.choose(unit.user)), "take", "responds_to", last,
                              ["continue_while_working"])
-                last = self.add("system", "answer", self.pick("answer_short"), "take", "responds_to", q)
+                last = self.add("system", "answer", self.answer_text(unit), "take", "responds_to", q)
         if self.rate("stale_result_dropped"):
-            d3 = self.other_delegation(used)
-            if self.rng.random() < 0.5 or d3 is None:
-                c = self.add("user", "cancel_request", self.pickc("cancel"), "take", "responds_to", last,
-                             ["stale_result_dropped"], work_id=w["work_id"])
-                last = self.add("system", "cancel_ack", self.pickc("cancel_ack"), "take", "responds_to", c)
+            sup = t.delegation.supersede
+            if self.rng.random() < 0.5 or not sup:
+                task = t.say(t.delegation.task)
+                c = self.add("user", "cancel_request", fill(self.pickc("cancel"), {"task": task}), "take",
+                             "responds_to", last, ["stale_result_dropped"], work_id=w["work_id"])
+                last = self.add("system", "cancel_ack", fill(self.pickc("cancel_ack"), {"task": task}), "take",
+                                "responds_to", c)
             else:
-                c, last, w3 = self.delegate(d3, last, "supersede_request", self.pickc("supersede_prefix"),
-                                            ["stale_result_dropped"])
+                sp = self.choose(sup)
+                old = t.values[sp.slot]
+                pool = t.delegation.slots.get(sp.slot) or s.frame.slots.get(sp.slot) or [old]
+                new = self.choose([v for v in pool if v != old] or [old])
+                t3 = Task(t.delegation, {**t.values, sp.slot: new})
+                line = fill(self.choose(sp.user), {**t.values, "old": old, "new": new})
+                c, last, w3 = self.delegate(t3, last, "supersede_request", line, ["stale_result_dropped"])
                 pending.append(w3)
+                s.log["supersedes"].append({"event": c.id, "work_id": w["work_id"], "by": w3["work_id"],
+                                            "slot": sp.slot, "old": old, "new": new})
             w["cancelled_by"] = c.id
             pending.remove(w)
         for item in pending:
@@ -376,17 +506,21 @@ class _Builder:
         return last
 
     def build(self) -> Plan:
+        s = self.script
         n = max(2, int(self.seed.exchanges.sample(self.rng)))
-        delegate_at = int(self.rng.integers(1, n)) if self.rate("delegate_with_ack") and self.delegations else -1
+        delegate_at = int(self.rng.integers(1, n)) if self.rate("delegate_with_ack") and _tasks(s.blk.frames, self.seed) else -1
         opening = None
         if self.rate("proactive_opening"):
-            opening = self.add("system", "opening", self.pickc("opening"), "take", phenomena=["proactive_opening"])
+            name = self.seed.personas.user.name
+            opening = self.add("system", "opening", fill(self.choose(s.blk.openings), {**s.values, "user": name}),
+                               "take", phenomena=["proactive_opening"])
         last = self.exchange(opening, first=True)
         for i in range(1, n):
             last = self.delegation(last) if i == delegate_at else self.exchange(last)
         if self.rate("closing_sequence"):
-            bye = self.add("user", "closing", self.pick("closing_user"), "take", "responds_to", last)
-            self.add("system", "closing", self.pick("closing_system"), "take", "responds_to", bye,
-                     ["closing_sequence"])
+            c = self.choose(s.blk.closings)
+            bye = self.add("user", "closing", s.say(c["user"]), "take", "responds_to", last)
+            self.add("system", "closing", s.say(c["system"]), "take", "responds_to", bye, ["closing_sequence"])
         return Plan(session_id=self.session_id, scenario_id=self.seed.id, language=self.seed.language,
-                    planner=ScriptedPlanner.name, events=self.events, work=[PlannedWork(**w) for w in self.work])
+                    planner=ScriptedPlanner.name, events=self.events, work=[PlannedWork(**w) for w in self.work],
+                    planner_meta=s.log)

@@ -17,7 +17,7 @@ from ..rng import stream
 from . import sounds
 from .bank import BankEntry, write_manifest
 
-BANK_VERSION = "gen-v2"
+BANK_VERSION = "gen-v3"
 SAMPLE_RATE = 24000
 LICENCE = "CC0-1.0"
 
@@ -77,18 +77,21 @@ def build_bank(out_dir: Path, seed: int = 0) -> list[BankEntry]:
 
 
 def _sentences(lang: str) -> list[str]:
-    from ..backends.scripted_planner import phrase_bank
+    """What the TV and the babble say: the content's answers, slots filled with their first value."""
+    from ..backends.frames import block, domains, fill
 
     texts = []
-    for domain in ("travel_booking", "cooking_help", "customer_support", "tech_support", "smart_home"):
-        bank = phrase_bank(domain)[lang]
-        for key in ("answer_long", "request", "followup"):
-            texts += [t for t in bank[key] if isinstance(t, str)]
+    for domain in domains():
+        for frame in block(domain, lang).frames:
+            values = {k: v[0] for k, v in frame.slots.items()}
+            values["topic"] = fill(frame.topic, values)
+            for unit in [frame.request, *frame.followups]:
+                texts.append(fill(unit.system[0], values))
     return texts
 
 
 def _read_aloud(tts, texts: list[str], seconds: float, voice, rng, sr: int) -> tuple[np.ndarray, str]:
-    from ..backends.scripted_planner import tokenize
+    from ..text import tokenize
 
     parts, said, total = [], [], 0
     while total < seconds * sr:

@@ -149,7 +149,7 @@ class _Decorator:
             elif self.on("self_repair") and r < cfg.false_start_per_turn + cfg.self_repair_per_turn:
                 k = int(rng.integers(2, min(5, len(words))))
                 term = EDIT_TERMS[lang][int(rng.integers(len(EDIT_TERMS[lang])))]
-                from ..backends.scripted_planner import tokenize
+                from ..text import tokenize
 
                 head.append(self.event(ev, "self_repair", words[:k] + tokenize(term), ev.floor_intent,
                                        ev.relation, ev.attach_to))

@@ -1,0 +1,330 @@
+"""Conversation content authored as coherent units: domains, frames, slots (CONTENT.md).
+
+A domain file (``synth/data/frames/<domain>.yaml``) holds, per language mode, *frames*: one
+scenario instance each (a recipe, an order, a trip), with slots whose values are drawn once per
+session and used by every line of the session, and the units that talk about it: the request and
+its answers, follow-ups with theirs, corrections that change a slot value already spoken,
+related new requests, delegations whose acknowledgement, progress note, result and failure
+report the same task. Domain-independent short forms (backchannels, stop, repeat ...) live in
+``_common.yaml``. The format is documented in ``synth/data/frames/README.md``; check a file with
+``python -m synth.backends.frames FILE...``.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+import sys
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+import yaml
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from ..errors import UserError
+from ..schema.common import Model
+from ..text import CJK, word_count
+
+LANGS = ("en", "zh", "en-zh")
+_FIELD = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
+_MARKUP = re.compile(r"[\[\]<>*#_~`|\\]|[\U0001F300-\U0001FAFF\u2600-\u27BF]|\{(?![a-z_][a-z0-9_]*\})")
+_LATIN = re.compile(r"[A-Za-z]")
+USER_WORDS, SYSTEM_WORDS = (2, 28), (4, 60)
+"""Sizes that fit speech (CONTENT.md), in words (jieba words for Chinese)."""
+
+
+def fields(text: str) -> set[str]:
+    return set(_FIELD.findall(text))
+
+
+def fill(text: str, values: dict[str, str]) -> str:
+    return string.Formatter().vformat(text, (), values)
+
+
+Texts = list[str]
+
+
+class Unit(Model):
+    """One user line (paraphrases) and the system lines that answer it."""
+
+    user: Texts = Field(min_length=1)
+    split: list[list[str]] = Field(default_factory=list, description="the same line said in two pieces")
+    system: Texts = Field(min_length=1)
+    short: Texts = Field(default_factory=list, description="a brief direct answer")
+    repair: Texts = Field(default_factory=list, description="an answer with a system self-repair")
+    coop: list["Coop"] = Field(default_factory=list)
+    ask_back: list["AskBack"] = Field(default_factory=list)
+
+    @field_validator("split")
+    @classmethod
+    def _pairs(cls, v):
+        if any(len(p) != 2 for p in v):
+            raise ValueError("each split is [head, tail]")
+        return v
+
+
+class Coop(Model):
+    """The system starts an answer, the user completes it, the system confirms and goes on."""
+
+    head: str
+    completion: str
+    tail: str
+
+
+class AskBack(Model):
+    """The system asks a question back, the user answers it, the system answers the request."""
+
+    system: str
+    user: str
+    then: str
+
+
+class Correction(Model):
+    """The user changes a slot value already spoken (``{old}`` -> ``{new}``); ``system`` uses it."""
+
+    slot: str
+    user: Texts = Field(min_length=1)
+    system: Texts = Field(min_length=1)
+
+
+class Progress(Model):
+    note: str = Field(description="what the backend reports, as text for the trainer")
+    system: str = Field(description="the spoken answer to 'how is it going?'")
+
+
+class Supersede(Model):
+    """A replacement request: the same task with a slot changed; its result is the new one."""
+
+    slot: str
+    user: Texts = Field(min_length=1)
+
+
+class Delegation(Model):
+    tool: str
+    slots: dict[str, list[str]] = Field(default_factory=dict)
+    task: str = Field(description="a noun phrase naming the running task ('the recipe search')")
+    objective: str
+    user: Texts = Field(min_length=1)
+    ack: Texts = Field(min_length=1)
+    progress: list[Progress] = Field(min_length=1)
+    result: Texts = Field(min_length=1)
+    failure: Texts = Field(min_length=1)
+    supersede: list[Supersede] = Field(default_factory=list)
+
+
+class SideTalk(Model):
+    user: str
+    third_party: str
+    readdress: str
+
+
+class Dictation(Model):
+    """A list the user dictates in pieces; ``system`` reads it back or confirms it."""
+
+    chunks: list[str] = Field(min_length=3)
+    system: Texts = Field(min_length=1)
+
+
+class Frame(Model):
+    id: str
+    topic: str = Field(description="noun phrase naming what the frame is about ('the {dish}')")
+    slots: dict[str, list[str]] = Field(default_factory=dict)
+    request: Unit
+    followups: list[Unit] = Field(min_length=3)
+    new_requests: list[Unit] = Field(min_length=1)
+    corrections: list[Correction] = Field(min_length=1)
+    delegations: list[Delegation] = Field(default_factory=list)
+    dictation: list[Dictation] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _slots_resolve(self):
+        known = set(self.slots) | {"topic"}
+        for d in self.delegations:
+            dk = known | set(d.slots)
+            for where, text in _texts(d.model_dump(exclude={"slots", "supersede"})):
+                _need_known(text, dk, f"delegations[{d.tool}].{where}")
+            for s in d.supersede:
+                if s.slot not in dk:
+                    raise ValueError(f"delegations[{d.tool}].supersede: unknown slot {s.slot!r}")
+                for t in s.user:
+                    _need_known(t, dk | {"old", "new"}, f"delegations[{d.tool}].supersede")
+                    if "new" not in fields(t):
+                        raise ValueError(f"delegations[{d.tool}].supersede: {t!r} does not say {{new}}")
+                if not all(s.slot in fields(t) for t in d.user):
+                    raise ValueError(f"delegations[{d.tool}].supersede: slot {s.slot!r} is not in every request")
+            for t in d.result + d.ack:
+                if not fields(t):
+                    raise ValueError(f"delegations[{d.tool}]: {t!r} names none of the task's slots")
+        body = self.model_dump(include={"request", "followups", "new_requests", "dictation", "topic"})
+        for where, text in _texts(body):
+            _need_known(text, known, where)
+        for c in self.corrections:
+            if c.slot not in self.slots or len(self.slots[c.slot]) < 2:
+                raise ValueError(f"corrections: slot {c.slot!r} needs at least two values")
+            said = self.request.user + [h + " " + t for h, t in self.request.split]
+            if not all(c.slot in fields(t) for t in said):
+                raise ValueError(f"corrections: slot {c.slot!r} is not said in every request line (and split)")
+            for t in c.user:
+                _need_known(t, known | {"old", "new"}, "corrections.user")
+                if not {"old", "new"} <= fields(t):
+                    raise ValueError(f"corrections.user: {t!r} must say both {{old}} and {{new}}")
+            for t in c.system:
+                _need_known(t, known | {"new"}, "corrections.system")
+                if not ({c.slot, "new"} & fields(t)):
+                    raise ValueError(f"corrections.system: {t!r} does not use the corrected {c.slot!r}")
+        return self
+
+
+class LanguageBlock(Model):
+    openings: Texts = Field(min_length=3)
+    closings: list[dict[str, str]] = Field(min_length=3)
+    self_talk: Texts = Field(min_length=3)
+    side_talk: list[SideTalk] = Field(min_length=4)
+    frames: list[Frame] = Field(min_length=4)
+
+    @field_validator("closings")
+    @classmethod
+    def _closing(cls, v):
+        if any(set(c) != {"user", "system"} for c in v):
+            raise ValueError("each closing is {user, system}")
+        return v
+
+
+class DomainFile(Model):
+    domain: str
+    en: LanguageBlock
+    zh: LanguageBlock
+    en_zh: LanguageBlock = Field(alias="en-zh")
+
+
+def _texts(obj, where: str = ""):
+    """Every string in a dumped structure, with where it is."""
+    if isinstance(obj, str):
+        yield where, obj
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _texts(v, f"{where}.{k}" if where else str(k))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from _texts(v, f"{where}[{i}]")
+
+
+def _need_known(text: str, known: set[str], where: str) -> None:
+    bad = fields(text) - known
+    if bad:
+        raise ValueError(f"{where}: {text!r} uses unknown slot {sorted(bad)[0]!r}")
+
+
+# -- speech checks (language rule, markup, sizes) -------------------------------------------------
+USER_KEYS = {"user", "completion", "chunks", "split", "readdress"}
+SYSTEM_KEYS = {"system", "short", "repair", "then", "ack", "result", "failure", "openings", "head", "tail"}
+
+
+def speech_problems(block: dict, lang: str) -> list[str]:
+    """Problems with the spoken lines of one language block, slots filled with their first value."""
+    problems, english_lines, lines = [], 0, 0
+    for frame in block.get("frames", []):
+        values = {k: v[0] for k, v in frame.get("slots", {}).items()}
+        for d in frame.get("delegations", []):
+            values.update({k: v[0] for k, v in d.get("slots", {}).items()})
+        values.update(topic=fill(frame.get("topic", ""), values), old=next(iter(values.values()), "x"),
+                      new=next(iter(values.values()), "x"), task="it", user="Sam")
+        for where, text in _texts(frame, f"frames[{frame.get('id')}]"):
+            key = re.sub(r"\[\d+\]", "", where).split(".")[-1]
+            if key in ("id", "tool", "objective", "note", "slot", "task", "topic") or ".slots" in where:
+                continue
+            try:
+                spoken = fill(text, values)
+            except (KeyError, IndexError, ValueError):
+                continue  # reported by the model check
+            problems += _line_problems(spoken, lang, where, key)
+            lines += 1
+            english_lines += bool(_LATIN.search(spoken))
+    for key in ("openings", "self_talk", "side_talk", "closings"):
+        for where, text in _texts(block.get(key, []), key):
+            problems += _line_problems(fill(text, {"user": "Sam", "topic": "it"}) if "{" in text else text, lang,
+                                       where, where.split(".")[-1] if "." in where else key)
+    if lang == "en-zh" and lines and english_lines / lines < 0.4:
+        problems.append(f"en-zh: only {english_lines} of {lines} frame lines switch to English (want >= 40 %)")
+    return problems
+
+
+def _line_problems(text: str, lang: str, where: str, key: str) -> list[str]:
+    out = []
+    if _MARKUP.search(text):
+        out.append(f"{where}: markup or emoji in speech: {text!r}")
+    if lang == "en" and CJK.search(text):
+        out.append(f"{where}: Chinese in an en line: {text!r}")
+    if lang == "zh" and _LATIN.search(text):
+        out.append(f"{where}: Latin letters in a zh line (spell numbers and names in Chinese): {text!r}")
+    if lang in ("zh", "en-zh") and not CJK.search(text) and key not in ("completion",):
+        out.append(f"{where}: no Chinese in a {lang} line: {text!r}")
+    if re.search(r"\d", text):
+        out.append(f"{where}: digits in speech (write numbers as they are said): {text!r}")
+    n = word_count(text)
+    lo, hi = SYSTEM_WORDS if key in SYSTEM_KEYS else USER_WORDS
+    if key in ("completion",):
+        lo = 1
+    if key in ("chunks",):
+        lo = 1
+    if not lo <= n <= hi:
+        out.append(f"{where}: {n} words, want {lo}-{hi}: {text!r}")
+    return out
+
+
+# -- loading ------------------------------------------------------------------------------------
+@lru_cache(maxsize=None)
+def domain_content(domain: str) -> DomainFile:
+    try:
+        text = resources.files("synth.data.frames").joinpath(f"{domain}.yaml").read_text("utf-8")
+    except FileNotFoundError:
+        raise UserError(f"domain: no content for domain {domain!r} (synth/data/frames/{domain}.yaml)") from None
+    return DomainFile.model_validate(yaml.safe_load(text))
+
+
+@lru_cache(maxsize=None)
+def common_content() -> dict:
+    return yaml.safe_load(resources.files("synth.data.frames").joinpath("_common.yaml").read_text("utf-8"))
+
+
+def domains() -> list[str]:
+    return sorted(p.name[:-5] for p in resources.files("synth.data.frames").iterdir()
+                  if p.name.endswith(".yaml") and not p.name.startswith("_"))
+
+
+def block(domain: str, language: str) -> LanguageBlock:
+    d = domain_content(domain)
+    return {"en": d.en, "zh": d.zh, "en-zh": d.en_zh}[language]
+
+
+def check_file(path: Path) -> list[str]:
+    """Every problem of one domain file, one line each (empty when it is good)."""
+    try:
+        raw = yaml.safe_load(path.read_text("utf-8"))
+    except yaml.YAMLError as e:
+        return [f"{path}: not YAML: {e}"]
+    try:
+        DomainFile.model_validate(raw)
+    except ValidationError as e:
+        return [f"{path}: {'.'.join(str(x) for x in err['loc'])}: {err['msg']}" for err in e.errors()]
+    out = []
+    for lang in LANGS:
+        out += [f"{path}: {lang}.{p}" for p in speech_problems(raw[lang], lang)]
+    return out
+
+
+def main(argv: list[str]) -> int:
+    bad = 0
+    for arg in argv:
+        problems = check_file(Path(arg))
+        for p in problems:
+            print(p)
+        bad += len(problems)
+        if not problems:
+            print(f"{arg}: ok")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,76 @@
+"""How much a run says, not only how it times it (CONTENT.md, diversity).
+
+Over the planned or written sessions of a run:
+
+- ``distinct_system_utterances``: distinct system utterances / all system utterances (text after
+  whitespace and punctuation are normalised; sounds are not utterances);
+- ``distinct_system_bigrams``: distinct word bigrams / all bigrams of system text, English counted
+  per word (lower case), Chinese per character, bigrams inside one utterance (distinct-2);
+- ``top_opening_share``: the share of sessions that open with the most common opening user line
+  (the first user utterance of the session), with that line; ``shared_opening_share``: the share
+  of sessions whose opening line another session also opens with.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+
+TARGETS = {"distinct_system_utterances": 0.6, "distinct_system_bigrams": 0.35, "top_opening_share": 0.01}
+"""CONTENT.md: at least, at least, at most."""
+_WORD = re.compile(r"[A-Za-z0-9']+|[\u3400-\u9fff]")
+
+
+def units(text: str) -> list[str]:
+    """English words (lower case) and Chinese characters, in order."""
+    return [t.lower() for t in _WORD.findall(text)]
+
+
+def normalise(text: str) -> str:
+    return " ".join(units(text))
+
+
+def diversity(sessions: Iterable[list[tuple[str, str]]]) -> dict:
+    """``sessions``: per session, its utterances as ``(speaker, text)`` in order (sounds left out)."""
+    utts: Counter = Counter()
+    bigrams: Counter = Counter()
+    openings: Counter = Counter()
+    n = 0
+    for events in sessions:
+        n += 1
+        first_user = next((t for s, t in events if s == "user"), None)
+        if first_user is not None:
+            openings[normalise(first_user)] += 1
+        for speaker, text in events:
+            if speaker != "system":
+                continue
+            u = units(text)
+            if not u:
+                continue
+            utts[" ".join(u)] += 1
+            bigrams.update(zip(u, u[1:]))
+    top, top_n = openings.most_common(1)[0] if openings else ("", 0)
+    shared = sum(c for c in openings.values() if c > 1)
+    total_utts, total_bi = sum(utts.values()), sum(bigrams.values())
+    return {
+        "sessions": n,
+        "system_utterances": total_utts,
+        "distinct_system_utterances": round(len(utts) / total_utts, 4) if total_utts else 0.0,
+        "system_bigrams": total_bi,
+        "distinct_system_bigrams": round(len(bigrams) / total_bi, 4) if total_bi else 0.0,
+        "top_opening_share": round(top_n / n, 4) if n else 0.0,
+        "top_opening": top,
+        "shared_opening_share": round(shared / n, 4) if n else 0.0,
+    }
+
+
+def plan_utterances(plan) -> list[tuple[str, str]]:
+    """A plan's spoken events as ``(speaker, text)``."""
+    return [(e.speaker, e.text) for e in plan.events if e.sound is None]
+
+
+def meets_targets(d: dict) -> dict[str, bool]:
+    return {"distinct_system_utterances": d["distinct_system_utterances"] >= TARGETS["distinct_system_utterances"],
+            "distinct_system_bigrams": d["distinct_system_bigrams"] >= TARGETS["distinct_system_bigrams"],
+            "top_opening_share": d["top_opening_share"] <= TARGETS["top_opening_share"]}

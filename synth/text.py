@@ -1,0 +1,43 @@
+"""Words of spoken text: split into planned words with their language, and join them back.
+
+One place for the tokenisation every planner, the paralinguistic pass, the LLM schema and the
+sound banks use: jieba for Chinese runs, whitespace for the rest; punctuation sticks to the word
+before it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from .schema.plan import PlannedWord, join_words
+
+__all__ = ["tokenize", "join_words", "word_count", "CJK"]
+
+CJK = re.compile(r"([\u3000-\u303f\u3400-\u9fff\uff00-\uffef]+)")
+_PUNCT = set(",.?!;:，。？！；：、…-'")
+
+
+def tokenize(text: str) -> list[PlannedWord]:
+    """Words with their language: jieba for Chinese runs, whitespace for the rest."""
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)
+    words: list[PlannedWord] = []
+    for part in CJK.split(text):
+        if not part.strip():
+            continue
+        if CJK.fullmatch(part):
+            tokens, lang = [t for t in jieba.lcut(part) if t.strip()], "zh"
+        else:
+            tokens, lang = part.split(), "en"
+        for tok in tokens:
+            if words and all(c in _PUNCT for c in tok):
+                words[-1] = PlannedWord(text=words[-1].text + tok, lang=words[-1].lang)
+            elif not all(c in _PUNCT for c in tok):
+                words.append(PlannedWord(text=tok, lang=lang))
+    return words
+
+
+def word_count(text: str) -> int:
+    return len(tokenize(text))
