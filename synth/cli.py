@@ -187,6 +187,8 @@ def plan(path: Path = typer.Argument(..., help="A scenario seed or pipeline YAML
          session: int = typer.Option(0, "--session", help="Session index to plan."),
          count: int = typer.Option(1, "-n", "--count", min=1, help="Plan this many sessions from --session on."),
          seed: int = typer.Option(0, "--seed"),
+         text: bool = typer.Option(False, "--text", help="Print transcripts to read instead of JSON, then the "
+                                   "diversity figures (CONTENT.md) of the plans."),
          planner: Optional[str] = _PLANNER_OPT, llm_base_url: Optional[str] = _BASE_URL_OPT,
          llm_model: Optional[str] = _MODEL_OPT, llm_cache_dir: Optional[Path] = _CACHE_OPT) -> None:
     """Plan sessions (no audio) and print the validated plans as JSON (one object, or a list for -n > 1).
@@ -223,7 +225,18 @@ def plan(path: Path = typer.Argument(..., help="A scenario seed or pipeline YAML
             rejected += 1
             console.print(f"[yellow]reject[/] {sid}: {r.stage}: {r.reason} ({r.detail})", highlight=False)
     out = plans[0] if count == 1 and plans else plans
-    if plans or count > 1:
+    if text:
+        from .inspection.diversity import diversity, plan_utterances
+        from .inspection.transcript import transcript
+        from .schema.plan import Plan
+
+        models = [Plan.model_validate(p) for p in plans]
+        typer.echo("\n\n".join(transcript(p) for p in models))
+        d = diversity(plan_utterances(p) for p in models)
+        console.print(f"{d['sessions']} plans: distinct system utterances {d['distinct_system_utterances']:.3f}, "
+                      f"distinct system bigrams {d['distinct_system_bigrams']:.3f}, most common opening in "
+                      f"{d['top_opening_share']:.1%} of sessions", highlight=False)
+    elif plans or count > 1:
         typer.echo(json.dumps(out, ensure_ascii=False, indent=1))
     if hasattr(engine, "usage"):
         u = engine.usage()

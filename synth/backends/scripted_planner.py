@@ -97,7 +97,7 @@ class Script:
     new_requests: list[Unit] = field(default_factory=list)
     used_frames: list[str] = field(default_factory=list)
     log: dict = field(default_factory=lambda: {"content": CONTENT_VERSION, "frames": [], "corrections": [],
-                                               "supersedes": []})
+                                               "supersedes": [], "work": {}})
 
     def __post_init__(self):
         self.blk = block(self.seed.domain, self.seed.language)
@@ -152,15 +152,35 @@ class Script:
         return Task(d, {**vals, "topic": fill(f.topic, vals), **self.draw(d.slots)})
 
 
+_STARTERS = set("""what how when where why which who whose can could would will should shall is are was were do does
+did have has please and also so okay ok sure yes yeah no actually sorry then that this these those it its the a an
+my our your we you they let leave keep put try use add turn set go just maybe any anything if there""".split())
+
+
 def _lower_first(text: str) -> str:
+    """Lower-case a sentence's first word when it goes on after a comma; names stay as they are."""
     head = text.split(" ", 1)[0]
-    return text if head in ("I", "I'm", "I'd", "I've", "I'll") or head.isupper() else text[:1].lower() + text[1:]
+    if head.rstrip(",.?!'").lower() in _STARTERS and not head.isupper():
+        return text[:1].lower() + text[1:]
+    return text
 
 
 def _join(head: str, tail: str) -> str:
-    """Two pieces of one line: a space where either side is English at the join."""
+    """Two pieces of one line: a space where either side is English at the join; an English tail
+    after a comma (or no punctuation) goes on in lower case."""
     sep = " " if head[-1:].isascii() or tail[:1].isascii() else ""
+    if tail[:1].isascii() and head[-1:] not in ".?!。？！":
+        tail = _lower_first(tail)
     return head + sep + tail
+
+
+def _turn_words(events: list[PlannedEvent], last: PlannedEvent) -> list[PlannedWord]:
+    """All words of the user turn that ends with ``last`` (its pieces linked by ``continues``)."""
+    by_id = {e.id: e for e in events}
+    pieces = [last]
+    while pieces[0].relation == "continues" and pieces[0].attach_to in by_id:
+        pieces.insert(0, by_id[pieces[0].attach_to])
+    return [w for p in pieces for w in p.words]
 
 
 class _Builder:
@@ -244,7 +264,7 @@ class _Builder:
             return ev, [self.script.say(t) for t in d.system]
         if shape == "complete_sounding_pause":
             bridge, line = self.pickc("continuation"), self.script.say(self.choose(unit.user))
-            head, tail = self.pickc("complete_sounding"), _join(bridge, _lower_first(line) if bridge.isascii() else line)
+            head, tail = self.pickc("complete_sounding"), _join(bridge, line)
         else:
             head, tail = self._split(unit)
         head_words = tokenize(head)
@@ -280,7 +300,7 @@ class _Builder:
             return reply
         back = self.script.say(st.readdress)
         line = self.script.say(self.choose(unit.user))
-        text = _join(back, _lower_first(line) if back.isascii() and line.isascii() else line)
+        text = _join(back, line)
         return self.add("user", "readdress", text, "take", "responds_to", reply, ["readdress_after_side_talk"])
 
     def exchange(self, after: PlannedEvent | None, first: bool = False) -> PlannedEvent:
@@ -305,7 +325,7 @@ class _Builder:
         if self.rate("other_initiated_repair"):
             clarify = self.add("system", "clarify", self.pickc("clarify"), "take", "responds_to", user,
                                ["other_initiated_repair"])
-            user = self.add("user", "repair_repeat", user.words, "take", "responds_to", clarify)
+            user = self.add("user", "repair_repeat", _turn_words(self.events, user), "take", "responds_to", clarify)
         return self.system_answer(user, unit, answers)
 
     # -- system answers --------------------------------------------------------------------
@@ -367,7 +387,8 @@ class _Builder:
         if variant == "system_self_repair":
             act, tags = "system_self_repair", tags + [variant]
         if kw.get("gap_kind") == "dispreferred":
-            words, tags = tokenize(self.pickc("dispreferred_prefix")) + words, tags + ["dispreferred_answer"]
+            words = tokenize(_join(self.pickc("dispreferred_prefix"), text))
+            tags = tags + ["dispreferred_answer"]
         ans = self.add("system", act, words, "take", "responds_to", user_ev, tags, **kw)
         n = len(ans.words)
         if variant in ("continuer", "assessment", "agreement") and n >= 6:
@@ -437,6 +458,7 @@ class _Builder:
              "result_text": t.say(self.choose(d.failure if fails else d.result)), "opened_by": opener.id,
              "outcome": "failure" if fails else "success"}
         self.work.append(w)
+        self.script.log["work"][w["work_id"]] = {k: t.values[k] for k in sorted(d.slots)}
         return w
 
     def delegate(self, t: Task, after: PlannedEvent, act="delegate_request", text: str | None = None, tags=()):
