@@ -129,6 +129,17 @@ def _sound(ev, bank: Bank | None, config: PipelineConfig, rng) -> tuple[Rendered
     return Rendered(clip, sr, (WordTime(word.text, word.lang, 0, len(clip)),)), f.ref()
 
 
+def _decorated(plan, seed: ScenarioSeed, config: PipelineConfig, rng):
+    """The paralinguistic pass; a plan it leaves breaking a plan rule is a reject naming the rule."""
+    from pydantic import ValidationError
+
+    try:
+        return decorate(plan, seed, config.paralinguistics, rng)
+    except ValidationError as e:
+        msg = e.errors()[0]["msg"].removeprefix("Value error, ")
+        raise SessionReject("paraling", "plan_rule", msg) from None
+
+
 def make_session(config: PipelineConfig, seed: ScenarioSeed, run_seed: int, session_id: str,
                  planner, tts: TTSEngine, timer: Timer | None = None,
                  bank: Bank | None = None) -> SessionOutput | Reject:
@@ -136,7 +147,7 @@ def make_session(config: PipelineConfig, seed: ScenarioSeed, run_seed: int, sess
     t0 = time.perf_counter()
     try:
         plan = planner.plan(seed, session_id, stream(run_seed, session_id, "plan"))
-        plan = decorate(plan, seed, config.paralinguistics, stream(run_seed, session_id, "paraling"))
+        plan = _decorated(plan, seed, config, stream(run_seed, session_id, "paraling"))
         t0 = timer.add("plan", t0)
         speakers = sorted({e.speaker for e in plan.events if e.speaker in ("user", "system", "third_party")})
         voices = draw_voices(config, speakers, stream(run_seed, session_id, "voices"))

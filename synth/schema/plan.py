@@ -117,7 +117,60 @@ class Plan(Model):
                     raise ValueError(f"work item {w.work_id!r}: {name} names unknown event {ref!r}")
             if w.cancelled_by is not None and w.work_id in delivered:
                 raise ValueError(f"work item {w.work_id!r} is cancelled but also delivered")
+        _check_relations(self.events)
         return self
+
+
+WORD_ANCHORED = ("interrupts", "backchannels_on")
+
+
+def _check_relations(events: list[PlannedEvent]) -> None:
+    """The relational rules the clock and the label rules rely on (LABELS.md R1, R4, R5).
+
+    - ``attach_word`` indexes a word of the attached event, on ``interrupts`` and
+      ``backchannels_on`` only;
+    - a ``continues`` event has its target's speaker, and between the two no other speaker's
+      floor event (take or hold) comes in the plan: a turn is not broken by someone else's;
+    - ``interrupts`` and ``responds_to`` aim at the last event of a turn (nothing continues it);
+    - an event is interrupted at most once, and not after something already answered it.
+    """
+    by_id = {e.id: (i, e) for i, e in enumerate(events)}
+    continued_by = {e.attach_to: e.id for e in events if e.relation == "continues"}
+    answered: dict[str, str] = {}
+    interrupted: dict[str, str] = {}
+    for i, ev in enumerate(events):
+        found = by_id.get(ev.attach_to or "")
+        if ev.attach_word is not None:
+            if ev.relation not in WORD_ANCHORED:
+                raise ValueError(f"event {ev.id!r}: attach_word is only for {' and '.join(WORD_ANCHORED)} "
+                                 f"(relation is {ev.relation!r})")
+            if found is not None and ev.attach_word >= len(found[1].words):
+                raise ValueError(f"event {ev.id!r}: attach_word {ev.attach_word} is out of range for "
+                                 f"{ev.attach_to!r}, which has {len(found[1].words)} words")
+        if found is None:
+            continue
+        j, target = found
+        if ev.relation == "continues":
+            if target.speaker != ev.speaker:
+                raise ValueError(f"event {ev.id!r} ({ev.speaker}) continues {target.id!r} ({target.speaker})")
+            between = [e.id for e in events[j + 1 : i] if e.speaker in ("user", "system")
+                       and e.speaker != ev.speaker and e.floor_intent != "none"]
+            if between:
+                raise ValueError(f"event {ev.id!r} continues {target.id!r}, but {between[0]!r} of another "
+                                 "speaker takes the floor in between")
+        if ev.relation in ("interrupts", "responds_to") and target.id in continued_by:
+            raise ValueError(f"event {ev.id!r} {ev.relation.replace('_', ' ')} {target.id!r}, which "
+                             f"{continued_by[target.id]!r} continues: aim at the last event of the turn")
+        if ev.relation == "interrupts":
+            if target.id in interrupted:
+                raise ValueError(f"event {ev.id!r} interrupts {target.id!r}, already interrupted by "
+                                 f"{interrupted[target.id]!r}")
+            if target.id in answered:
+                raise ValueError(f"event {ev.id!r} interrupts {target.id!r} after {answered[target.id]!r} "
+                                 "already responded to its end")
+            interrupted[target.id] = ev.id
+        elif ev.relation == "responds_to":
+            answered.setdefault(target.id, ev.id)
 
 
 def join_words(words) -> str:

@@ -3,10 +3,34 @@
 Events are resolved in plan order; each one depends only on events placed before it. Gaps,
 pauses, stop latencies and tool latencies are drawn from the per-relation laws of LABELS.md §3
 (``TimingLaws``), each event from its own generator.
+
+Where a hard rule limits a time (a speaker never overlaps their own previous sound, a
+backchannel needs 700 ms of speech before it and 800 ms since the listener's last one, an
+early start stays inside the last word, a user never overlaps more than half of the system
+turn they answer), the draw is taken from the law *conditioned* on the allowed interval
+(rejection sampling), never clamped to its edge. Every draw is logged (``Placed.draws``) with
+its anchor and interval, so the timing tests can compare each quantity with its law as
+conditioned. The conditioning, per relation:
+
+- ``responds_to`` (system): system gap (answers: with the early-start share), conditioned on
+  starting after the system's own last sound (this is what binds after a barge-in: the gap is
+  measured from the end of the interrupting user turn, and the cut system event's *spoken* end
+  is the system's last sound), and on an early start staying inside the user's last word and
+  half their turn.
+- ``responds_to`` (user, to the system): user gap, conditioned on overlapping at most half of
+  the system event and on starting after the user's own last sound (a backchannel, a breath).
+- ``continues``: the pause law of ``pause_before``, conditioned on the speaker's last sound.
+- ``backchannels_on``: onset law from the end of the attached word, conditioned on the listener
+  rules; a word whose window is empty moves the backchannel to the nearest word that has one
+  (or into the pause that follows a continued event); with no room at all it is dropped
+  (``Placed.dropped``), never a reject.
+- tool latency (from ``delegate_open``, R6): conditioned on completing after the talk the plan
+  puts before its delivery, cancel or progress question.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -21,6 +45,33 @@ from ..backends.tts import Rendered
 
 AUDIBLE = ("user", "system", "third_party")
 MIN_SELF_GAP_MS = 50  # one speaker never overlaps their own previous sound
+BACKCHANNEL_SPACING_MS = 800  # LABELS §3: >= 800 ms since the listener's last backchannel
+REJECTION_TRIES = 400
+
+
+@dataclass(frozen=True)
+class Draw:
+    """One timing draw: ``value_ms`` of ``quantity``, measured from the sample ``anchor``,
+    drawn from its law conditioned on ``[lo_ms, hi_ms]``."""
+
+    quantity: str
+    event_id: str
+    anchor: int
+    value_ms: float
+    lo_ms: float = -math.inf
+    hi_ms: float = math.inf
+
+
+def conditioned(sample: Callable[[np.random.Generator], float], rng: np.random.Generator,
+                lo: float = -math.inf, hi: float = math.inf) -> float:
+    """``sample(rng)`` conditioned on ``[lo, hi]`` by rejection; the nearest bound if the
+    interval holds (almost) none of the law's mass."""
+    x = sample(rng)
+    for _ in range(REJECTION_TRIES):
+        if lo <= x <= hi:
+            return float(x)
+        x = sample(rng)
+    return float(min(max(x, lo), hi))
 
 
 @dataclass
@@ -43,6 +94,8 @@ class _Slot:
 class Placed:
     timeline: Timeline
     audio: dict[str, np.ndarray]  # event id -> audio as placed (truncated if cut)
+    draws: list[Draw] = field(default_factory=list)
+    dropped: dict[str, str] = field(default_factory=dict)  # planned event id -> why it is not in the timeline
 
 
 class Clock:
@@ -52,10 +105,15 @@ class Clock:
         self.slots: dict[str, _Slot] = {}
         self.order: list[str] = []
         self.work: dict[str, dict] = {}
-        self.last_off: dict[str, int] = {}
+        self.draws: list[Draw] = []
+        self.dropped: dict[str, str] = {}
+        self.stand_in: dict[str, str | None] = {}  # dropped event -> the placed event that anchors its dependents
 
     def ms(self, x: float) -> int:
         return int(round(x * self.sr / 1000))
+
+    def to_ms(self, samples: int) -> float:
+        return samples * 1000.0 / self.sr
 
     def place(self) -> Placed:
         planned_work = {w.opened_by: w for w in self.plan.work}
@@ -63,23 +121,50 @@ class Clock:
         self.progress = {w.progress_by: w for w in self.plan.work if w.progress_by}
         self.continued = {e.attach_to for e in self.plan.events if e.relation == "continues"}
         self.run_end: dict[str, str] = {}
-        for ev in self._placement_order():
+        for planned in self._placement_order():
+            ev = self._reanchored(planned)
+            if ev is None:
+                continue
             rng = self.rng_for(ev.id)
             r = self.rendered[ev.id]
             slot = _Slot(ev, 0, r.audio, [[w.word, w.lang, w.on, w.off] for w in r.words],
                          phenomena=list(ev.phenomena))
-            slot.on = self._onset(ev, slot, rng)
-            prev = self.last_off.get(ev.speaker)
-            if prev is not None:
-                slot.on = max(slot.on, prev + self.ms(MIN_SELF_GAP_MS))
+            on = self._onset(ev, slot, rng)
+            if on is None:
+                continue
+            slot.on = max(on, self._free(ev.speaker))
             self.slots[ev.id] = slot
             self.order.append(ev.id)
-            self.last_off[ev.speaker] = slot.off
             if ev.id in planned_work:
                 self._open_work(planned_work[ev.id], slot, rng)
             if ev.id in self.cancels:
                 self._cancel(self.cancels[ev.id], slot)
         return self._finish()
+
+    def _free(self, speaker: str) -> int:
+        """Earliest onset for ``speaker``: their last sound as placed (cut events as cut) + 50 ms."""
+        offs = [s.off for s in self.slots.values() if s.ev.speaker == speaker]
+        return max(offs) + self.ms(MIN_SELF_GAP_MS) if offs else 0
+
+    def _drop(self, ev: PlannedEvent, why: str, stand_in: str | None) -> None:
+        self.dropped[ev.id] = why
+        self.stand_in[ev.id] = stand_in
+
+    def _reanchored(self, ev: PlannedEvent) -> PlannedEvent | None:
+        """``ev`` with an attachment to a dropped event moved to that event's stand-in; the
+        continuation of a dropped event is dropped with it."""
+        target = ev.attach_to
+        if target not in self.dropped:
+            return ev
+        if ev.relation == "continues":
+            self._drop(ev, f"continues dropped {target}", self.stand_in[target])
+            return None
+        while target in self.dropped:
+            target = self.stand_in[target]
+        update = {"attach_to": target, "attach_word": None}
+        if target is None:
+            update["relation"] = None
+        return ev.model_copy(update=update)
 
     def _placement_order(self):
         """Plan order, except that a run of adjacent deliveries is spoken in completion order.
@@ -110,21 +195,24 @@ class Clock:
             i = j
 
     # -- onsets per relation -------------------------------------------------------------
-    def _onset(self, ev: PlannedEvent, slot: _Slot, rng) -> int:
+    def _onset(self, ev: PlannedEvent, slot: _Slot, rng) -> int | None:
         L = self.laws
         if ev.relation is None or ev.attach_to is None:
             if not self.order:
                 return self.ms(L.lead_in_ms.sample(rng))
-            return max(s.off for s in self.slots.values()) + self.ms(max(50.0, L.user_gap_ms.sample(rng)))
+            anchor = max(s.off for s in self.slots.values())
+            lo = max(50.0, self.to_ms(self._free(ev.speaker) - anchor))
+            return self._draw("opening_gap", ev, L.user_gap_ms.sample, anchor, rng, lo)
         if ev.relation == "delivers_result_of":
             return self._deliver(ev, slot, rng)
         target = self.slots[ev.attach_to]
-        if ev.relation == "responds_to" and ev.attach_to in self.run_end:
+        if ev.relation == "responds_to" and self.run_end.get(ev.attach_to) in self.slots:
             target = self.slots[self.run_end[ev.attach_to]]
         if ev.relation == "continues":
-            law = {"long": L.long_pause_ms, "hesitation": L.hesitation_pause_ms}.get(
-                ev.pause_before or "", L.within_turn_pause_ms)
-            return target.off + self.ms(law.sample(rng))
+            kind = ev.pause_before or "within_turn"
+            law = {"long": L.long_pause_ms, "hesitation": L.hesitation_pause_ms}.get(kind, L.within_turn_pause_ms)
+            lo = self.to_ms(self._free(ev.speaker) - target.off)
+            return self._draw(f"{kind}_pause", ev, law.sample, target.off, rng, lo)
         if ev.relation == "interrupts":
             return self._interrupt(ev, target, rng)
         if ev.relation == "backchannels_on":
@@ -133,50 +221,89 @@ class Clock:
             self._progress(self.progress[ev.id], target)
         if ev.relation == "during":  # media, or a sound inside someone's speech
             return target.on + int(rng.uniform(0.05, 0.6) * len(target.audio))
-        return target.off + self._gap(ev, slot, target, rng)
+        return self._gap(ev, slot, target, rng)
+
+    def _draw(self, quantity: str, ev: PlannedEvent, sample, anchor: int, rng,
+              lo: float = -math.inf, hi: float = math.inf) -> int:
+        """Onset ``anchor + x`` with ``x`` (ms) drawn from ``sample`` conditioned on ``[lo, hi]``."""
+        x = conditioned(sample, rng, lo, hi)
+        self.draws.append(Draw(quantity, ev.id, anchor, x, lo, hi))
+        return anchor + self.ms(x)
 
     def _gap(self, ev: PlannedEvent, slot: _Slot, target: _Slot, rng) -> int:
         L = self.laws
-        zh = self.ms(L.zh_gap_offset_ms) if self.plan.language != "en" else 0
+        zh = L.zh_gap_offset_ms if self.plan.language != "en" else 0.0
+        anchor = target.off
+        lo = self.to_ms(self._free(ev.speaker) - anchor)
         if ev.speaker == "system":
             if ev.act == "acknowledge":
-                return self.ms(L.ack_delay_ms.sample(rng)) + zh
-            early = ev.gap_kind == "early" or (ev.act == "answer" and ev.gap_kind == "normal"
-                                                and rng.random() < L.system_early_start_prob)
-            if target.ev.speaker == "user" and early:
-                slot.overlap_ok = True
-                if "latched_start" not in slot.phenomena:
-                    slot.phenomena.append("latched_start")
-                last_word = target.off - target.on - (target.words[-1][2] if target.words else 0)
-                early = min(self.ms(L.system_early_start_ms.sample(rng)), len(target.audio) // 2, last_word)
-                return -early
-            gap = L.system_gap_ms.sample(rng)
-            if ev.gap_kind == "dispreferred":
-                gap += L.dispreferred_extra_ms.sample(rng)
-            return self.ms(gap) + zh
-        gap = self.ms(L.user_gap_ms.sample(rng)) + zh
+                return self._draw("ack_delay", ev, lambda r: L.ack_delay_ms.sample(r) + zh, anchor, rng, lo)
+            if target.ev.speaker == "user" and (ev.gap_kind == "early" or
+                                                (ev.act == "answer" and ev.gap_kind == "normal")):
+                return self._early_or_gap(ev, slot, target, rng, lo, zh)
+            extra = L.dispreferred_extra_ms if ev.gap_kind == "dispreferred" else None
+            quantity = "system_gap_dispreferred" if extra else "system_gap"
+            return self._draw(quantity, ev, lambda r: L.system_gap_ms.sample(r) + zh
+                              + (extra.sample(r) if extra else 0.0), anchor, rng, lo)
+        user_gap = lambda r: L.user_gap_ms.sample(r) + zh  # noqa: E731
         if ev.gap_kind == "silence":  # the user lets a silence fall: no overlap, a long-pause law on top
-            return max(gap, 0) + self.ms(L.long_pause_ms.sample(rng))
-        if target.ev.speaker != "system":
-            gap = max(gap, self.ms(100))  # overlaps between user-side talkers are not authored here
-        return max(gap, -len(target.audio) // 2)
+            return self._draw("user_gap_silence", ev, lambda r: max(user_gap(r), 0.0) + L.long_pause_ms.sample(r),
+                              anchor, rng, lo)
+        if target.ev.speaker != "system":  # overlaps between user-side talkers are not authored here
+            return self._draw("side_gap", ev, user_gap, anchor, rng, max(lo, 100.0))
+        return self._draw("user_gap", ev, user_gap, anchor, rng, max(lo, -self.to_ms(len(target.audio)) / 2))
+
+    def _early_or_gap(self, ev: PlannedEvent, slot: _Slot, target: _Slot, rng, lo: float, zh: float) -> int:
+        """A system answer: the gap law with its early-start share (all early for ``gap_kind: early``),
+        an early start staying inside the user's last word and half the user's event."""
+        L = self.laws
+        p = 1.0 if ev.gap_kind == "early" else L.system_early_start_prob
+        last_word = target.off - target.on - (target.words[-1][2] if target.words else 0)
+        deepest = self.to_ms(min(len(target.audio) // 2, last_word))
+
+        def sample(r):
+            return -L.system_early_start_ms.sample(r) if r.random() < p else L.system_gap_ms.sample(r) + zh
+
+        hi = 0.0 if ev.gap_kind == "early" else math.inf
+        on = self._draw("system_early_start" if ev.gap_kind == "early" else "system_gap", ev, sample,
+                        target.off, rng, max(lo, -deepest), hi)
+        if on < target.off:
+            slot.overlap_ok = True
+            if "latched_start" not in slot.phenomena:
+                slot.phenomena.append("latched_start")
+        return on
 
     def _interrupt(self, ev: PlannedEvent, target: _Slot, rng) -> int:
         L = self.laws
-        k = min(ev.attach_word or 0, len(target.words) - 1)
+        k = self._word(ev, target)
         latency = self.ms(L.stop_latency_ms.sample(rng))
         on = target.on + target.words[k][2] + self.ms(L.interrupt_onset_ms.sample(rng))
-        user_free = self.last_off.get(ev.speaker, 0) + self.ms(MIN_SELF_GAP_MS)
+        user_free = self._free(ev.speaker)
         on = max(on, user_free, target.on + 1)
         # the cut lands before the last word starts, so something is left unsaid (text_after_cut)
         on = min(on, target.off - latency - self.ms(100), target.on + target.words[-1][2] - latency - 1)
         if on < max(user_free, target.on + 1):
             raise SessionReject("place", "interrupt_unplaceable", f"{ev.id} on {target.ev.id}")
+        self.draws.append(Draw("stop_latency", ev.id, on, self.to_ms(latency)))
         self._cut(target, on + latency - target.on, rng)
         return on
 
+    def _word(self, ev: PlannedEvent, target: _Slot) -> int:
+        """The attached word; the plan rules keep it in range, a rendering with fewer words is a reject."""
+        k = ev.attach_word or 0
+        if k >= len(target.words):
+            raise SessionReject("place", "attach_word_out_of_range",
+                                f"{ev.id}: word {k} of {target.ev.id}, which has {len(target.words)}")
+        return k
+
     def _cut(self, slot: _Slot, at: int, rng) -> None:
-        """Truncate ``slot`` at ``at`` samples from its start with a short fade (R4)."""
+        """Truncate ``slot`` at ``at`` samples from its start with a short fade (R4).
+
+        What was anchored on the event's end moves with it: a delegation opened right after it
+        opens at the spoken end (its latency kept); the speaker's next sound is measured from
+        the spoken end (``_free`` reads the slots as cut).
+        """
+        old_off = slot.off
         fade = self.ms(self.laws.cut_fade_ms.sample(rng))
         audio = fade_out(slot.audio[:at], fade)
         bounds = active_bounds(audio, self.sr)
@@ -189,31 +316,66 @@ class Clock:
         slot.words = kept
         slot.completion = "interrupted"
         slot.text_after_cut = join_words([PlannedWord(text=w[0], lang=w[1]) for w in cut])
+        shift = slot.off - old_off
+        for item in self.work.values():
+            if item["plan"].opened_by == slot.ev.id:
+                for key in ("open", "close", "complete"):
+                    item[key] += shift
 
-    def _backchannel(self, ev: PlannedEvent, slot: _Slot, target: _Slot, rng) -> int:
+    def _backchannel(self, ev: PlannedEvent, slot: _Slot, target: _Slot, rng) -> int | None:
+        """Onset law from the end of the attached word, inside the target, with >= 700 ms of the
+        speaker's speech before it and >= 800 ms since the listener's last backchannel.
+
+        Word order tried: the planned word, the pause after a continued target, then the other
+        words nearest first. No room anywhere: the backchannel is dropped (it is not heard).
+        """
         L = self.laws
-        k = min(ev.attach_word or 0, len(target.words) - 1)
-        on = target.on + target.words[k][3] + self.ms(L.backchannel_onset_ms.sample(rng))
-        lo = target.on + self.ms(L.backchannel_min_speech_ms)
-        hi = target.off - len(slot.audio)
-        if ev.sound is not None:  # a laugh may run past the end of what it laughs at
-            hi = max(hi, target.off - len(slot.audio) // 2)
-        if hi < lo and target.ev.id in self.continued:
-            # too short to hold it: the backchannel goes into the speaker's pause that follows
-            return target.off + max(0, self.ms(L.backchannel_onset_ms.sample(rng)))
-        if hi < lo:
-            raise SessionReject("place", "backchannel_unplaceable", f"{ev.id} on {target.ev.id}")
-        return int(min(max(on, lo), hi))
+        law = L.backchannel_onset_ms
+        k = self._word(ev, target)
+        lo = max(self._speech_point(target, self.ms(L.backchannel_min_speech_ms)), self._free(ev.speaker))
+        last = [s.off for s in self.slots.values() if s.ev.speaker == ev.speaker and s.ev.relation == "backchannels_on"]
+        if last:
+            lo = max(lo, max(last) + self.ms(BACKCHANNEL_SPACING_MS))
+        inside = len(slot.audio) if ev.sound is None else len(slot.audio) // 2  # a laugh may run past the end
+        hi = target.off - inside
+        law_lo = -math.inf if law.low is None else law.low
+        law_hi = math.inf if law.high is None else law.high
+        n = len(target.words)
+        word = lambda j: (target.on + target.words[j][3], hi, -math.inf)  # noqa: E731
+        tries = [word(k)]
+        if target.ev.id in self.continued:  # into the speaker's pause that follows
+            tries.append((target.off, math.inf, 0.0))
+        for d in range(1, n):
+            tries += [word(j) for j in (k + d, k - d) if 0 <= j < n]
+        for anchor, top, floor in tries:
+            a = max(law_lo, floor, self.to_ms(lo - anchor))
+            b = min(law_hi, self.to_ms(top - anchor))
+            if a <= b:
+                return self._draw("backchannel_onset", ev, law.sample, anchor, rng, a, b)
+        self._drop(ev, f"backchannel_no_room on {target.ev.id}", target.ev.id)
+        return None
+
+    def _speech_point(self, target: _Slot, need: int) -> int:
+        """First sample of ``target`` by which its turn (the chain of ``continues`` before it
+        included) has ``need`` samples of speech."""
+        before, ev = 0, target.ev
+        while ev.relation == "continues" and ev.attach_to in self.slots:
+            prev = self.slots[ev.attach_to]
+            before += len(prev.audio)
+            ev = prev.ev
+        return target.on + max(0, need - before)
 
     # -- delegation ----------------------------------------------------------------------
     def _open_work(self, w, ack: _Slot, rng) -> None:
+        """Open the item after ``ack``; backend completion = open + tool latency (R6)."""
         L = self.laws
         open_ = ack.off
         if ack.ev.speaker != "system":  # opened silently after the user's request
             open_ += self.ms(L.ack_delay_ms.sample(self.rng_for(f"work-{w.work_id}-open")))
         close = open_ + max(1, self.ms(L.delegate_span_ms))
-        complete = close + self.ms(L.tool_latency_ms.sample(self.rng_for(f"work-{w.work_id}")))
-        self.work[w.work_id] = {"plan": w, "open": open_, "close": close, "complete": complete, "backend": []}
+        complete = open_ + self.ms(L.tool_latency_ms.sample(self.rng_for(f"work-{w.work_id}")))
+        self.work[w.work_id] = {"plan": w, "open": open_, "close": close, "complete": max(complete, close + 1),
+                                "backend": []}
 
     def _window(self, t: int, complete: int) -> int:
         L = self.laws
@@ -241,11 +403,16 @@ class Clock:
         linear = (off + self.ms(L.gate_base_ms) + L.gate_slope * complete) / (1 + L.gate_slope)
         return max(int(np.ceil(linear)), off + self.ms(L.gate_min_ms))
 
-    def _deliver(self, ev: PlannedEvent, slot: _Slot, rng) -> int:
+    def _deliver(self, ev: PlannedEvent, slot: _Slot, rng) -> int | None:
+        """The result is injected when the gate opens and spoken a system gap later; a result
+        older than its time-to-live at that moment is dropped (``stale_drop``), never spoken."""
         w = self.work[ev.attach_to]
         inject = self._gate(w["complete"])
         if (inject - w["complete"]) > self.ms(self.laws.result_ttl_ms):
-            raise SessionReject("place", "result_stale", ev.attach_to)
+            w["drop"] = w["complete"] + self.ms(self.laws.result_ttl_ms)
+            latest = max((s for s in self.slots.values() if s.ev.speaker in AUDIBLE), key=lambda s: s.off, default=None)
+            self._drop(ev, f"result_expired {ev.attach_to}", latest.ev.id if latest else None)
+            return None
         lo = w["complete"] - self._window(w["complete"], w["complete"])
         if any(s.ev.speaker in ("user", "third_party") and s.on < inject and s.off > lo
                for s in self.slots.values()):
@@ -255,7 +422,8 @@ class Clock:
         kind = "error" if w["plan"].outcome == "failure" else "result"
         w["backend"].append(BackendMessage(kind=kind, sample=inject,
                                            text=f"<backend>{kind}: {w['plan'].result_text}</backend>"))
-        return inject + self.ms(self.laws.system_gap_ms.sample(rng))
+        return self._draw("delivery_gap", ev, self.laws.system_gap_ms.sample, inject, rng,
+                          self.to_ms(self._free("system") - inject))
 
     def _cancel(self, work_id: str, by: _Slot) -> None:
         """The user's cancel (or superseding request) ends: the item is cancelled, its result dropped."""
@@ -281,17 +449,17 @@ class Clock:
     def _condition(self, work_id: str, not_before: int, why: str) -> None:
         """Redraw the item's tool latency from its law conditioned on completing at or after
         ``not_before`` (what the plan says happened first). Past the law's upper bound the draw
-        stays; the gate then waits."""
+        stays; the gate then waits (and a result older than its time-to-live is dropped)."""
         item = self.work[work_id]
         if item["complete"] >= not_before:
             return
-        low_ms = (not_before - item["close"]) * 1000 / self.sr
+        low_ms = (not_before - item["open"]) * 1000 / self.sr
         law = self.laws.tool_latency_ms
         if law.high is not None and low_ms > law.high:
             return
         law = law.model_copy(update={"low": max(law.low or 0.0, low_ms)})
-        item["complete"] = item["close"] + max(self.ms(law.sample(self.rng_for(f"work-{work_id}-{why}"))),
-                                               not_before - item["close"])
+        item["complete"] = item["open"] + max(self.ms(law.sample(self.rng_for(f"work-{work_id}-{why}"))),
+                                              not_before - item["open"])
 
     def _states(self, w: dict, deliver: _Slot | None) -> list[StateTime]:
         done = "FAILED" if w["plan"].outcome == "failure" else "COMPLETED"
@@ -341,7 +509,7 @@ class Clock:
             ))
             end = max(end, w["complete"], w.get("drop", 0))
         tl = Timeline(sample_rate=self.sr, num_samples=end + tail, events=events, work=work)
-        return Placed(tl, audio)
+        return Placed(tl, audio, list(self.draws), dict(self.dropped))
 
 
 def place(plan: Plan, rendered: dict[str, Rendered], laws: TimingLaws, sample_rate: int,
