@@ -107,11 +107,36 @@ def laws_from_config(config: dict) -> dict[str, Any]:
 
 def pdf(dist, x: np.ndarray) -> np.ndarray:
     """Density of a (possibly truncated) distribution of ``synth.schema.dist`` on ``x``."""
+    frozen, lo, hi = _frozen(dist)
+    if frozen is None:
+        return np.where(np.isclose(x, dist.value), 1.0, 0.0)
+    mass = frozen.cdf(hi) - frozen.cdf(lo)
+    y = frozen.pdf(x) / max(mass, 1e-12)
+    return np.where((x >= lo) & (x <= hi), y, 0.0)
+
+
+def cdf(dist, x, lo=-math.inf, hi=math.inf) -> np.ndarray:
+    """CDF of a (possibly truncated) distribution on ``x``, further conditioned on ``[lo, hi]``
+    (arrays broadcast: one interval per value)."""
+    frozen, a, b = _frozen(dist)
+    x = np.asarray(x, dtype=float)
+    if frozen is None:
+        return (x >= dist.value).astype(float)
+    a, b = np.maximum(a, lo), np.minimum(b, hi)
+    f_a, f_b = frozen.cdf(a), frozen.cdf(b)
+    c = (frozen.cdf(np.clip(x, a, b)) - f_a) / np.maximum(f_b - f_a, 1e-300)
+    return np.clip(np.where(x < a, 0.0, np.where(x >= b, 1.0, c)), 0.0, 1.0)
+
+
+def _frozen(dist):
+    """``(scipy frozen distribution, low, high)`` of a law; ``(None, ...)`` for a fixed value."""
     from scipy import stats
 
     kind = dist.dist
+    lo = -math.inf if dist.low is None else dist.low
+    hi = math.inf if dist.high is None else dist.high
     if kind == "fixed":
-        return np.where(np.isclose(x, dist.value), 1.0, 0.0)
+        return None, lo, hi
     if kind == "uniform":
         frozen = stats.uniform(dist.a, dist.b - dist.a)
     elif kind == "normal":
@@ -124,11 +149,7 @@ def pdf(dist, x: np.ndarray) -> np.ndarray:
         frozen = stats.uniform(dist.a, dist.b + 1 - dist.a)
     else:
         raise ValueError(f"unknown distribution {kind!r}")
-    lo = -math.inf if dist.low is None else dist.low
-    hi = math.inf if dist.high is None else dist.high
-    mass = frozen.cdf(hi) - frozen.cdf(lo)
-    y = frozen.pdf(x) / max(mass, 1e-12)
-    return np.where((x >= lo) & (x <= hi), y, 0.0)
+    return frozen, lo, hi
 
 
 def target_pdf(quantity: str, laws: dict, language: str, x: np.ndarray) -> np.ndarray:

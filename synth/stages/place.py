@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Callable
 
 import numpy as np
@@ -39,6 +40,7 @@ import numpy as np
 from ..audio import active_bounds, fade_out
 from ..errors import SessionReject
 from ..schema.config import TimingLaws
+from ..schema.dist import LogNormal, Normal, Uniform, _Bounded
 from ..schema.plan import Plan, PlannedEvent, PlannedWord, join_words
 from ..schema.timeline import BackendMessage, PlacedEvent, PlacedWord, StateTime, Timeline, WorkItem
 from ..backends.tts import Rendered
@@ -62,16 +64,51 @@ class Draw:
     hi_ms: float = math.inf
 
 
-def conditioned(sample: Callable[[np.random.Generator], float], rng: np.random.Generator,
-                lo: float = -math.inf, hi: float = math.inf) -> float:
-    """``sample(rng)`` conditioned on ``[lo, hi]`` by rejection; the nearest bound if the
-    interval holds (almost) none of the law's mass."""
+def conditioned(sample, rng: np.random.Generator, lo: float = -math.inf, hi: float = math.inf) -> float:
+    """A draw of ``sample`` conditioned on ``[lo, hi]``.
+
+    ``sample`` is a law of ``synth.schema.dist`` (its own bounds apply too) or a function of the
+    generator (a mixture, a sum). Uniform, normal and log-normal laws are drawn exactly by the
+    inverse CDF (``statistics.NormalDist``: pure Python, the same on every machine); anything
+    else by rejection, falling back to the nearest bound when the interval holds almost none of
+    the law's mass.
+    """
+    if isinstance(sample, _Bounded):
+        lo = max(lo, -math.inf if sample.low is None else sample.low)
+        hi = min(hi, math.inf if sample.high is None else sample.high)
+        exact = _inverse_cdf(sample, rng, lo, hi)
+        if exact is not None:
+            return exact
+        sample = sample.sample
     x = sample(rng)
     for _ in range(REJECTION_TRIES):
         if lo <= x <= hi:
             return float(x)
         x = sample(rng)
     return float(min(max(x, lo), hi))
+
+
+def _inverse_cdf(law, rng: np.random.Generator, lo: float, hi: float) -> float | None:
+    if lo > hi:
+        return float(hi)
+    if isinstance(law, Uniform):
+        a, b = max(law.a, lo), min(law.b, hi)
+        return float(rng.uniform(a, b)) if a <= b else float(min(max(law.a, lo), hi))
+    if isinstance(law, Normal) and law.std > 0:
+        dist, to_x, from_x = NormalDist(law.mean, law.std), float, float
+    elif isinstance(law, LogNormal) and law.sigma > 0:
+        dist, to_x = NormalDist(math.log(law.median), law.sigma), math.exp
+        from_x = lambda v: math.log(v) if v > 0 else -math.inf  # noqa: E731
+    else:
+        return None
+    p_lo = dist.cdf(from_x(lo)) if lo > -math.inf else 0.0
+    p_hi = dist.cdf(from_x(hi)) if hi < math.inf else 1.0
+    if p_hi - p_lo < 1e-12:  # no mass left in the interval: its edge nearest the law
+        return float(hi if hi < to_x(dist.mean) else lo)
+    u = float(rng.uniform(p_lo, p_hi))
+    if not 0.0 < u < 1.0:
+        return None
+    return float(min(max(to_x(dist.inv_cdf(u)), lo), hi))
 
 
 @dataclass
@@ -202,7 +239,7 @@ class Clock:
                 return self.ms(L.lead_in_ms.sample(rng))
             anchor = max(s.off for s in self.slots.values())
             lo = max(50.0, self.to_ms(self._free(ev.speaker) - anchor))
-            return self._draw("opening_gap", ev, L.user_gap_ms.sample, anchor, rng, lo)
+            return self._draw("opening_gap", ev, L.user_gap_ms, anchor, rng, lo)
         if ev.relation == "delivers_result_of":
             return self._deliver(ev, slot, rng)
         target = self.slots[ev.attach_to]
@@ -212,7 +249,7 @@ class Clock:
             kind = ev.pause_before or "within_turn"
             law = {"long": L.long_pause_ms, "hesitation": L.hesitation_pause_ms}.get(kind, L.within_turn_pause_ms)
             lo = self.to_ms(self._free(ev.speaker) - target.off)
-            return self._draw(f"{kind}_pause", ev, law.sample, target.off, rng, lo)
+            return self._draw(f"{kind}_pause", ev, law, target.off, rng, lo)
         if ev.relation == "interrupts":
             return self._interrupt(ev, target, rng)
         if ev.relation == "backchannels_on":
@@ -224,9 +261,10 @@ class Clock:
         return self._gap(ev, slot, target, rng)
 
     def _draw(self, quantity: str, ev: PlannedEvent, sample, anchor: int, rng,
-              lo: float = -math.inf, hi: float = math.inf) -> int:
-        """Onset ``anchor + x`` with ``x`` (ms) drawn from ``sample`` conditioned on ``[lo, hi]``."""
-        x = conditioned(sample, rng, lo, hi)
+              lo: float = -math.inf, hi: float = math.inf, shift: float = 0.0) -> int:
+        """Onset ``anchor + x`` with ``x`` (ms) = ``shift`` + a draw of ``sample`` (a law, or a
+        function of the generator), ``x`` conditioned on ``[lo, hi]``."""
+        x = shift + conditioned(sample, rng, lo - shift, hi - shift)
         self.draws.append(Draw(quantity, ev.id, anchor, x, lo, hi))
         return anchor + self.ms(x)
 
@@ -237,21 +275,21 @@ class Clock:
         lo = self.to_ms(self._free(ev.speaker) - anchor)
         if ev.speaker == "system":
             if ev.act == "acknowledge":
-                return self._draw("ack_delay", ev, lambda r: L.ack_delay_ms.sample(r) + zh, anchor, rng, lo)
+                return self._draw("ack_delay", ev, L.ack_delay_ms, anchor, rng, lo, shift=zh)
             if target.ev.speaker == "user" and (ev.gap_kind == "early" or
                                                 (ev.act == "answer" and ev.gap_kind == "normal")):
                 return self._early_or_gap(ev, slot, target, rng, lo, zh)
-            extra = L.dispreferred_extra_ms if ev.gap_kind == "dispreferred" else None
-            quantity = "system_gap_dispreferred" if extra else "system_gap"
-            return self._draw(quantity, ev, lambda r: L.system_gap_ms.sample(r) + zh
-                              + (extra.sample(r) if extra else 0.0), anchor, rng, lo)
-        user_gap = lambda r: L.user_gap_ms.sample(r) + zh  # noqa: E731
+            if ev.gap_kind == "dispreferred":
+                return self._draw("system_gap_dispreferred", ev, lambda r: L.system_gap_ms.sample(r)
+                                  + L.dispreferred_extra_ms.sample(r), anchor, rng, lo, shift=zh)
+            return self._draw("system_gap", ev, L.system_gap_ms, anchor, rng, lo, shift=zh)
         if ev.gap_kind == "silence":  # the user lets a silence fall: no overlap, a long-pause law on top
-            return self._draw("user_gap_silence", ev, lambda r: max(user_gap(r), 0.0) + L.long_pause_ms.sample(r),
-                              anchor, rng, lo)
+            return self._draw("user_gap_silence", ev, lambda r: max(L.user_gap_ms.sample(r) + zh, 0.0)
+                              + L.long_pause_ms.sample(r), anchor, rng, lo)
         if target.ev.speaker != "system":  # overlaps between user-side talkers are not authored here
-            return self._draw("side_gap", ev, user_gap, anchor, rng, max(lo, 100.0))
-        return self._draw("user_gap", ev, user_gap, anchor, rng, max(lo, -self.to_ms(len(target.audio)) / 2))
+            return self._draw("side_gap", ev, L.user_gap_ms, anchor, rng, max(lo, 100.0), shift=zh)
+        return self._draw("user_gap", ev, L.user_gap_ms, anchor, rng,
+                          max(lo, -self.to_ms(len(target.audio)) / 2), shift=zh)
 
     def _early_or_gap(self, ev: PlannedEvent, slot: _Slot, target: _Slot, rng, lo: float, zh: float) -> int:
         """A system answer: the gap law with its early-start share (all early for ``gap_kind: early``),
@@ -351,7 +389,7 @@ class Clock:
             a = max(law_lo, floor, self.to_ms(lo - anchor))
             b = min(law_hi, self.to_ms(top - anchor))
             if a <= b:
-                return self._draw("backchannel_onset", ev, law.sample, anchor, rng, a, b)
+                return self._draw("backchannel_onset", ev, law, anchor, rng, a, b)
         self._drop(ev, f"backchannel_no_room on {target.ev.id}", target.ev.id)
         return None
 
@@ -375,7 +413,7 @@ class Clock:
         close = open_ + max(1, self.ms(L.delegate_span_ms))
         complete = open_ + self.ms(L.tool_latency_ms.sample(self.rng_for(f"work-{w.work_id}")))
         self.work[w.work_id] = {"plan": w, "open": open_, "close": close, "complete": max(complete, close + 1),
-                                "backend": []}
+                                "backend": [], "latency_lo_ms": -math.inf}
 
     def _window(self, t: int, complete: int) -> int:
         L = self.laws
@@ -422,7 +460,7 @@ class Clock:
         kind = "error" if w["plan"].outcome == "failure" else "result"
         w["backend"].append(BackendMessage(kind=kind, sample=inject,
                                            text=f"<backend>{kind}: {w['plan'].result_text}</backend>"))
-        return self._draw("delivery_gap", ev, self.laws.system_gap_ms.sample, inject, rng,
+        return self._draw("delivery_gap", ev, self.laws.system_gap_ms, inject, rng,
                           self.to_ms(self._free("system") - inject))
 
     def _cancel(self, work_id: str, by: _Slot) -> None:
@@ -451,15 +489,16 @@ class Clock:
         ``not_before`` (what the plan says happened first). Past the law's upper bound the draw
         stays; the gate then waits (and a result older than its time-to-live is dropped)."""
         item = self.work[work_id]
-        if item["complete"] >= not_before:
-            return
         low_ms = (not_before - item["open"]) * 1000 / self.sr
         law = self.laws.tool_latency_ms
         if law.high is not None and low_ms > law.high:
             return
-        law = law.model_copy(update={"low": max(law.low or 0.0, low_ms)})
-        item["complete"] = item["open"] + max(self.ms(law.sample(self.rng_for(f"work-{work_id}-{why}"))),
-                                              not_before - item["open"])
+        # a first draw already late enough is kept: either way the latency follows law | >= low
+        item["latency_lo_ms"] = max(item["latency_lo_ms"], low_ms)
+        if item["complete"] >= not_before:
+            return
+        x = conditioned(law, self.rng_for(f"work-{work_id}-{why}"), lo=low_ms)
+        item["complete"] = item["open"] + max(self.ms(x), not_before - item["open"])
 
     def _states(self, w: dict, deliver: _Slot | None) -> list[StateTime]:
         done = "FAILED" if w["plan"].outcome == "failure" else "COMPLETED"
@@ -508,6 +547,8 @@ class Clock:
                 backend=sorted(w["backend"], key=lambda m: m.sample),
             ))
             end = max(end, w["complete"], w.get("drop", 0))
+            self.draws.append(Draw("tool_latency", wid, w["open"], self.to_ms(w["complete"] - w["open"]),
+                                   w["latency_lo_ms"]))
         tl = Timeline(sample_rate=self.sr, num_samples=end + tail, events=events, work=work)
         return Placed(tl, audio, list(self.draws), dict(self.dropped))
 
