@@ -110,3 +110,42 @@ class ChatServer:
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join(timeout=5)
+
+
+class Replay:
+    """A responder that replays a recorded case folder: request ``i`` gets reply ``i``.
+
+    ``NN.request.json`` is the planner's exact request body; ``NN.reply.json`` (or ``NN.reply.txt``
+    for a reply that is not JSON) is the content a model wrote for it from the request alone;
+    ``NN.cut`` marks a reply that ended at ``max_tokens`` (``finish_reason`` ``length``). A request
+    that differs from the recorded one is kept in ``mismatches`` (the replies answer those requests
+    only). With ``record=True`` new or changed requests are written, and a request without a reply
+    is answered HTTP 401 and named in ``missing``: write its reply, then record again.
+    """
+
+    def __init__(self, folder, record: bool = False):
+        from pathlib import Path
+
+        self.folder = Path(folder)
+        self.record = record
+        self.mismatches: list[str] = []
+        self.missing: str | None = None
+
+    def __call__(self, body: dict, index: int) -> Reply:
+        f = self.folder / f"{index:02d}.request.json"
+        text = json.dumps(body, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
+        if not f.exists() or f.read_text("utf-8") != text:
+            if not self.record:
+                self.mismatches.append(f"{f.name}: the planner's request differs from the recorded one")
+                return Reply(status=400)
+            f.write_text(text, "utf-8")
+        for name in (f"{index:02d}.reply.json", f"{index:02d}.reply.txt"):
+            reply = self.folder / name
+            if reply.exists():
+                cut = (self.folder / f"{index:02d}.cut").exists()
+                content = reply.read_text("utf-8").rstrip("\n")
+                return Reply(content, finish_reason="length" if cut else "stop",
+                             prompt_tokens=len(body["messages"][0]["content"]) // 4,
+                             completion_tokens=len(content) // 4)
+        self.missing = str(self.folder / f"{index:02d}.reply.json")
+        return Reply(status=401)  # stops the planner at once (no retry, no fallback)

@@ -233,31 +233,54 @@ class ParalinguisticsConfig(Model):
 
 
 class LLMConfig(Model):
-    """An OpenAI-compatible chat endpoint that authors plans (``synth.backends.llm``).
+    """An OpenAI-compatible chat endpoint that plans sessions (``synth.backends.llm``).
 
-    The API key is never part of the config: it is read from the environment variable named
-    by ``api_key_env`` (local servers need none). ``response_format`` ``auto`` tries
-    ``json_schema``, then ``json_object`` with the schema, then plain prompting, per server.
+    ``mode`` ``plan``: the LLM authors structure and text (``alternatives`` short outlines with
+    self-reported probabilities, one sampled, then the full plan of that outline); ``fill``: the
+    offline planner builds the structure and the LLM writes only the words of every event, in one
+    request per session. The API key is never part of the config: it is read from the environment
+    variable named by ``api_key_env`` (local servers need none). ``response_format`` ``auto``
+    tries ``json_schema``, then ``json_object`` with the schema, then plain prompting, per server.
+    Each request's ``max_tokens`` is derived from what it asks for; ``max_tokens`` here is the
+    ceiling (a session too long for it is asked for fewer exchanges).
     """
 
     base_url: str = "http://127.0.0.1:8080/v1"
     model: str = ""
     api_key_env: str = Field(default="OPENAI_API_KEY", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    prompt_version: Literal["plan-v1"] = "plan-v1"
+    mode: Literal["plan", "fill"] = "plan"
+    prompt_version: Literal["plan-v2", "fill-v1"] | None = Field(
+        default=None, description="default: plan-v2 for mode plan, fill-v1 for mode fill")
     prompt_language: Literal["auto", "en", "zh"] = "auto"
     response_format: Literal["auto", "json_schema", "json_object", "plain"] = "auto"
     json_schema_strict: bool = Field(default=True, description="``strict`` of the json_schema mode")
     temperature: float = Field(default=0.9, ge=0, le=2)
     top_p: float = Field(default=0.95, gt=0, le=1)
-    max_tokens: int = Field(default=4096, ge=64)
-    alternatives: int = Field(default=3, ge=1, le=8, description="plans asked for per request")
-    examples: int = Field(default=2, ge=0, le=6, description="prior example plans per prompt")
-    max_attempts: int = Field(default=3, ge=1, le=10, description="requests per session, repairs included")
+    max_tokens: int = Field(default=4096, ge=256, description="ceiling of any one request's max_tokens")
+    alternatives: int = Field(default=3, ge=1, le=8,
+                              description="outlines asked for per session (plan mode); 1 asks for the plan directly")
+    required_min: int = Field(default=3, ge=0, le=12, description="fewest phenomena a session must show")
+    required_max: int = Field(default=6, ge=0, le=12, description="most phenomena a session must show")
+    examples: int = Field(default=2, ge=0, le=6, description="example conversations per prompt")
+    max_attempts: int = Field(default=3, ge=1, le=10, description="plan (or fill) requests per session, repairs included")
     timeout_s: float = Field(default=120.0, gt=0)
     max_retries: int = Field(default=4, ge=0, description="HTTP retries with backoff (429, 5xx, connection)")
     max_concurrency: int = Field(default=4, ge=1, description="requests in flight per worker")
     cache_dir: str | None = Field(default=None, description="default: $XDG_CACHE_HOME/duplexsynth/llm")
     check_endpoint: bool = True
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if self.required_min > self.required_max:
+            raise ValueError(f"required_min: {self.required_min} is more than required_max {self.required_max}")
+        if self.prompt_version is not None and not self.prompt_version.startswith(self.mode + "-"):
+            raise ValueError(f"prompt_version: {self.prompt_version!r} is not a prompt of mode {self.mode!r}")
+        return self
+
+    @property
+    def prompt(self) -> str:
+        """The prompt version in use (the mode's default unless set)."""
+        return self.prompt_version or {"plan": "plan-v2", "fill": "fill-v1"}[self.mode]
 
 
 # Settings that say where or how fast plans are fetched, not what they are: not in the fingerprint.

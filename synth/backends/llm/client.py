@@ -42,6 +42,7 @@ class Reply:
     finish_reason: str
     mode: str
     cached: bool
+    max_tokens: int = 0
 
 
 def default_cache_dir() -> Path:
@@ -104,39 +105,43 @@ class ChatClient:
             for k, v in kw.items():
                 self.usage[k] = self.usage.get(k, 0) + int(v or 0)
 
-    def request(self, mode: str, messages: list[dict], schema: dict, seed: int) -> dict:
+    def request(self, mode: str, messages: list[dict], schema: dict, seed: int, max_tokens: int,
+                name: str = "plan") -> dict:
+        """The request body; ``max_tokens`` is the request's own (derived from what it asks for)."""
         cfg = self.cfg
         req = {"model": cfg.model, "messages": messages, "temperature": cfg.temperature,
-               "top_p": cfg.top_p, "max_tokens": cfg.max_tokens, "seed": seed}
+               "top_p": cfg.top_p, "max_tokens": min(max_tokens, cfg.max_tokens), "seed": seed}
         if mode == "json_schema":
             req["response_format"] = {"type": "json_schema",
-                                      "json_schema": {"name": "plan_batch", "schema": schema,
+                                      "json_schema": {"name": name, "schema": schema,
                                                       "strict": cfg.json_schema_strict}}
         elif mode == "json_object":
             req["response_format"] = {"type": "json_object", "schema": schema}
         return req
 
-    def complete(self, messages_for: Callable[[str], list[dict]], schema: dict, seed: int) -> Reply:
+    def complete(self, messages_for: Callable[[str], list[dict]], schema: dict, seed: int, max_tokens: int,
+                 name: str = "plan") -> Reply:
         """One reply; ``messages_for(mode)`` builds the conversation for a mode (schema in prompt or not)."""
         modes = [self.mode] if self.mode else list(MODES)
-        requests = [(m, self.request(m, messages_for(m), schema, seed)) for m in modes]
+        requests = [(m, self.request(m, messages_for(m), schema, seed, max_tokens, name)) for m in modes]
         for mode, req in requests:  # any cached mode first: a repeated run sends nothing
             hit = self.cache.get(request_key(req))
             if hit is not None:
                 self._count(cache_hits=1)
                 self.mode = self.mode or mode
-                return Reply(hit["content"], hit.get("finish_reason") or "stop", mode, True)
+                return Reply(hit["content"], hit.get("finish_reason") or "stop", mode, True,
+                             req["max_tokens"])
         for i, (mode, req) in enumerate(requests):
             last = i == len(requests) - 1
             try:
-                return self._send(mode, req, probing=not last and self.mode is None)
+                return self._send(mode, req, probing=not last and self.mode is None, name=name)
             except _ModeRefused as e:
                 if last:
                     raise SessionReject("plan", "llm_request_refused", str(e)[:300]) from None
                 self._count(mode_fallbacks=1)
         raise AssertionError("unreachable")
 
-    def _send(self, mode: str, req: dict, probing: bool) -> Reply:
+    def _send(self, mode: str, req: dict, probing: bool, name: str = "plan") -> Reply:
         import openai
 
         # a mode not known to work is probed with one retry, so a server that refuses it (llama-cpp-python
@@ -162,17 +167,19 @@ class ChatClient:
             except openai.APIError as e:  # a 200 whose body is not a chat completion: a bad reply
                 raise SessionReject("plan", "llm_bad_response", _short(e)) from None
         if resp is None:
-            return self._send(mode, req, probing=False)
+            return self._send(mode, req, probing=False, name=name)
         self.mode = self.mode or mode
         u = getattr(resp, "usage", None)
-        self._count(requests=1, prompt_tokens=getattr(u, "prompt_tokens", 0) or 0,
-                    completion_tokens=getattr(u, "completion_tokens", 0) or 0)
+        pt, ct = getattr(u, "prompt_tokens", 0) or 0, getattr(u, "completion_tokens", 0) or 0
         choice = resp.choices[0] if resp.choices else None
-        content = (choice.message.content if choice and choice.message else None) or ""
         finish = (choice.finish_reason if choice else None) or "stop"
+        self._count(requests=1, prompt_tokens=pt, completion_tokens=ct,
+                    **{f"{name}_requests": 1, f"{name}_prompt_tokens": pt, f"{name}_completion_tokens": ct,
+                       f"{name}_cut": int(finish == "length")})
+        content = (choice.message.content if choice and choice.message else None) or ""
         self.cache.put(request_key(req), {"content": content, "finish_reason": finish, "mode": mode,
                                           "model": self.cfg.model})
-        return Reply(content, finish, mode, False)
+        return Reply(content, finish, mode, False, req["max_tokens"])
 
     def _unavailable(self, e: Exception) -> EndpointError:
         return EndpointError(f"planner.llm.base_url: {self.cfg.base_url}: {type(e).__name__} after "

@@ -1,13 +1,21 @@
 """The LLM planner: same interface as ``ScriptedPlanner`` (``name``, ``check_seed``, ``plan``).
 
-Per session: draw a brief from the session's plan stream, ask for ``alternatives`` plans in
-one request, keep those that pass the LLM-facing schema, the plan rules and the seed's rules,
-and sample one by its self-reported probability with the same stream. A reply with no usable
-plan is answered with its validation errors, up to ``max_attempts`` requests; then the session
-is rejected (``SessionReject("plan", "llm_invalid_plan", ...)``) and the run goes on.
+Mode ``plan`` (the LLM authors structure and text), per session:
 
-``planner_meta`` of the plan records the prompt version, mode, example ids, attempts and which
-alternative was chosen with what probability.
+1. draw a brief from the session's plan stream (exchanges, 3-6 must-appear phenomena, examples);
+2. with ``alternatives`` > 1, ask for that many short outlines with self-reported probabilities
+   and sample one with the same stream (the diversity trick: each alternative is a few lines, so
+   all of them fit in one reply);
+3. ask for the full plan of that outline, with a ``max_tokens`` derived from the plan's allowed
+   size (``budget``); check it (``schema.check_plan``: every rule the prompt states);
+4. a complete reply that fails is sent back whole with its errors; a reply cut at ``max_tokens``
+   is not: the next request asks for fewer exchanges. After ``max_attempts`` plan requests the
+   session is rejected (``SessionReject("plan", "llm_invalid_plan", ...)``) and the run goes on.
+
+Mode ``fill`` (``fill.py``): the offline planner builds the structure, the LLM writes the words.
+
+``planner_meta`` records the mode, prompt version, response format, examples, attempts, the
+outline chosen with its probability, and the must-appear phenomena.
 """
 
 from __future__ import annotations
@@ -18,15 +26,19 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+from pydantic import ValidationError
 
 from ...errors import SessionReject, UserError
 from ...schema.config import LLMConfig
+from ...schema.phenomena import resolve_rates
 from ...schema.plan import Plan
 from ...schema.seed import ScenarioSeed
-from ...schema.phenomena import resolve_rates
-from .client import ChatClient
-from .prompt import Brief, draw_brief, repair_prompt, system_prompt, user_prompt
-from .schema import alternatives_of, batch_schema, check_plan, parse_alternative, to_plan
+from . import budget
+from .client import ChatClient, Reply
+from .prompt import (Brief, draw_brief, outline_system_prompt, outline_user_prompt, plan_max_tokens,
+                     plan_system_prompt, plan_user_prompt, repair_prompt)
+from .schema import (LLMOutlines, check_plan, fmt_errors, outline_schema, parse_plan,
+                     plan_schema, to_plan)
 
 _DELEGATION = {"delegate_with_ack", "continue_while_working", "result_at_silence_gap", "result_deferred",
                "stale_result_dropped", "progress_question"}
@@ -36,12 +48,16 @@ _THIRD_PARTY = {"user_to_third_party", "third_party_to_user", "readdress_after_s
 class LLMPlanner:
     def __init__(self, cfg: LLMConfig, cache_dir: Path | str | None = None):
         self.cfg = cfg
-        self.name = f"llm-{cfg.prompt_version}"
+        self.name = f"llm-{cfg.prompt}"
         self.client = ChatClient(cfg, Path(cache_dir) if cache_dir else None)
         self._prefetched: dict[str, Plan | SessionReject] = {}
 
     def check_seed(self, seed: ScenarioSeed, source: str = "") -> None:
         where = f"{source}: " if source else ""
+        if self.cfg.mode == "fill":
+            from ..scripted_planner import ScriptedPlanner
+
+            ScriptedPlanner().check_seed(seed, source)  # it builds the structure
         asked = {k for k, v in resolve_rates(seed.phenomena).items() if v > 0}
         if asked & _DELEGATION and not seed.tools:
             raise UserError(f"{where}tools: delegation phenomena {sorted(asked & _DELEGATION)} need a tool catalogue")
@@ -74,56 +90,107 @@ class LLMPlanner:
         return done if done is not None else self._plan(seed, session_id, rng)
 
     def _plan(self, seed: ScenarioSeed, session_id: str, rng: np.random.Generator) -> Plan:
+        if self.cfg.mode == "fill":
+            from .fill import fill_plan
+
+            return fill_plan(self, seed, session_id, rng)
+        return self._author(seed, session_id, rng)
+
+    # -- mode plan -------------------------------------------------------------------------
+    def _author(self, seed: ScenarioSeed, session_id: str, rng: np.random.Generator) -> Plan:
         cfg = self.cfg
         brief = draw_brief(seed, cfg, rng)
-        schema = batch_schema(seed, cfg.alternatives, brief.exchanges)
+        outline, prob, n_outlines, o_mode = self._outline(seed, brief, rng)
+        allowed = brief.allowed(seed)  # must-appear, optional and pipeline-added: all listed in the prompt
         history: list[dict] = []
-
-        def messages_for(mode: str) -> list[dict]:
-            sys = system_prompt(seed, brief, cfg, None if mode == "json_schema" else schema)
-            return [{"role": "system", "content": sys}, {"role": "user", "content": user_prompt(brief)}, *history]
-
         errors: list[str] = []
+        max_tokens = plan_max_tokens(brief)
+        cuts = 0
         for attempt in range(1, cfg.max_attempts + 1):
-            reply = self.client.complete(messages_for, schema, brief.request_seed)
-            good, errors = self._usable(reply.content, reply.finish_reason, seed, brief, session_id)
-            if good:
-                probs = np.array([max(p, 0.0) for p, _, _ in good], dtype=float)
-                probs = probs / probs.sum() if probs.sum() > 0 else np.full(len(good), 1 / len(good))
-                prob, index, plan = good[int(rng.choice(len(good), p=probs))]
-                meta = {"prompt_version": cfg.prompt_version, "model": cfg.model, "mode": reply.mode,
-                        "examples": list(brief.example_ids), "attempts": attempt, "alternatives": len(good),
-                        "chosen": index, "probability": round(float(prob), 4),
-                        "required_phenomena": list(brief.required)}
+            schema = plan_schema(seed, brief.max_events, sorted(allowed))
+
+            def messages_for(mode: str, brief=brief, schema=schema) -> list[dict]:
+                sys = plan_system_prompt(seed, brief, None if mode == "json_schema" else schema)
+                return [{"role": "system", "content": sys},
+                        {"role": "user", "content": plan_user_prompt(brief, outline)}, *history]
+
+            reply = self.client.complete(messages_for, schema, brief.request_seed, max_tokens, "plan")
+            if reply.finish_reason == "length":
+                # a cut reply is lost JSON: ask for less, never for the same again
+                cuts += 1
+                errors = [f"reply: cut at max_tokens ({reply.max_tokens}) after {len(reply.content)} characters"]
+                brief, history = brief.shorter(), []
+                max_tokens = max(max_tokens, plan_max_tokens(brief))
+                continue
+            plan, errors = self._usable(reply, seed, brief, session_id, allowed)
+            if plan is not None:
+                meta = {"mode": "plan", "prompt_version": cfg.prompt, "model": cfg.model,
+                        "response_format": reply.mode, "examples": list(brief.example_ids), "attempts": attempt,
+                        "cut_replies": cuts, "outlines": n_outlines, "outline": outline,
+                        "outline_probability": prob, "outline_response_format": o_mode,
+                        "exchanges": brief.exchanges, "required_phenomena": list(brief.required)}
                 return plan.model_copy(update={"planner_meta": meta})
-            history += [{"role": "assistant", "content": reply.content[:6000]},
-                        {"role": "user", "content": repair_prompt(errors, brief.prompt_language)}]
+            history = [{"role": "assistant", "content": reply.content},
+                       {"role": "user", "content": repair_prompt(errors, brief.prompt_language)}]
         raise SessionReject("plan", "llm_invalid_plan",
                             f"{cfg.max_attempts} attempts; last: " + "; ".join(errors[:4])[:600])
 
-    def _usable(self, content: str, finish: str, seed: ScenarioSeed, brief: Brief, session_id: str):
-        """``([(probability, index, Plan), ...], errors)`` for one reply: its usable alternatives."""
-        obj, err = extract_json(content)
-        if obj is None:
-            cut = " (the reply was cut at max_tokens: write shorter plans)" if finish == "length" else ""
-            return [], [f"reply: {err}{cut}"]
-        raws = alternatives_of(obj)
-        if not raws:
-            return [], ['reply: expected {"alternatives": [{"probability": ..., "plan": {...}}]}']
-        good, errors = [], []
-        for i, raw in enumerate(raws[: self.cfg.alternatives]):
-            alt, errs = parse_alternative(raw, i)
-            if alt is not None:
-                errs = [f"alternatives[{i}].plan.{e}" for e in check_plan(alt.plan, seed, list(brief.required), brief.exchanges)]
-            if alt is not None and not errs:
+    def _outline(self, seed: ScenarioSeed, brief: Brief, rng: np.random.Generator):
+        """``(outline, probability, how many were offered, response format)``; no outline with ``alternatives`` 1.
+
+        One repair: a reply that fails is sent back with its errors, a cut one is asked again for
+        fewer outlines. Still nothing usable: the plan is asked for without an outline.
+        """
+        k = self.cfg.alternatives
+        if k <= 1:
+            return None, None, 0, None
+        lang = brief.prompt_language
+        history: list[dict] = []
+        for _ in range(2):
+            schema = outline_schema(k, budget.OUTLINE_CHARS[lang])
+
+            def messages_for(mode: str, k=k, schema=schema) -> list[dict]:
+                sys = outline_system_prompt(seed, brief, k, None if mode == "json_schema" else schema)
+                return [{"role": "system", "content": sys},
+                        {"role": "user", "content": outline_user_prompt(brief, k)}, *history]
+
+            reply = self.client.complete(messages_for, schema, brief.request_seed,
+                                         budget.outline_reply_tokens(k, lang), "outline")
+            if reply.finish_reason == "length":
+                k, history = max(1, k - 1 - k // 3), []
+                continue
+            obj, err = extract_json(reply.content)
+            outlines, errors = [], [f"reply: {err}"] if obj is None else []
+            if obj is not None:
                 try:
-                    plan = to_plan(alt.plan, seed, session_id, self.name, {})
-                    good.append((alt.probability, i, plan))
-                    continue
-                except ValueError as e:
-                    errs = [f"alternatives[{i}].plan: {str(e).splitlines()[-1] if str(e) else e}"]
-            errors += errs
-        return good, errors
+                    raw = obj if isinstance(obj, dict) else {"outlines": obj}
+                    outlines = LLMOutlines.model_validate(raw).outlines[:k]
+                except ValidationError as e:
+                    errors = fmt_errors("", e)
+            if outlines:
+                p = np.array([max(o.probability, 0.0) for o in outlines], dtype=float)
+                p = p / p.sum() if p.sum() > 0 else np.full(len(outlines), 1 / len(outlines))
+                i = int(rng.choice(len(outlines), p=p))
+                return outlines[i].outline, round(float(outlines[i].probability), 4), len(outlines), reply.mode
+            history = [{"role": "assistant", "content": reply.content},
+                       {"role": "user", "content": repair_prompt(errors, lang, "outlines")}]
+        return None, None, 0, None
+
+    def _usable(self, reply: Reply, seed: ScenarioSeed, brief: Brief, session_id: str, allowed: set[str]):
+        """``(Plan, [])`` or ``(None, errors)`` for one complete reply."""
+        obj, err = extract_json(reply.content)
+        if obj is None:
+            return None, [f"reply: {err}"]
+        p, errors = parse_plan(obj)
+        if p is None:
+            return None, errors
+        errors = check_plan(p, seed, list(brief.required), brief.max_events, allowed)
+        if errors:
+            return None, errors
+        try:
+            return to_plan(p, seed, session_id, self.name, {}), []
+        except ValueError as e:
+            return None, [f"plan: {str(e).splitlines()[-1] if str(e) else e}"]
 
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)

@@ -1,39 +1,55 @@
-"""The plan as the LLM writes it, and the rules a reply must pass before it becomes a ``Plan``.
+"""The plan as the LLM writes it (mode ``plan``), and the rules a reply must pass to become a ``Plan``.
 
 The LLM-facing model is simpler than ``Plan``: one ``text`` per event (words and their
-languages come from our tokenizer, not the model), every field required (nullable where
-optional) so strict JSON-schema modes accept it, and every string bounded by ``maxLength`` so
-a grammar-constrained small model cannot run to ``max_tokens`` inside one string.
+languages come from our tokenizer, ``synth.text.tokenize``), the word an interruption or a
+backchannel attaches at given as the words themselves (``attach_text``, resolved here against
+our tokenisation, so a model never counts words), every field required (nullable where optional)
+so strict JSON-schema modes accept it, and every string bounded by ``maxLength``.
+
+``RULES`` holds every rule ``check_plan`` enforces, one line each in the prompt's language; each
+error names its rule, so the prompt and the validator cannot drift apart unnoticed
+(``tests/test_llm_planner.py`` checks both ways).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints, ValidationError
 
-from ...schema.common import FloorIntent, Model, Relation
+from ...schema.common import FloorIntent, Model
 from ...schema.phenomena import REGISTRY, resolve_rates
 from ...schema.plan import PauseKind, Plan, PlannedEvent, PlannedWork
 from ...schema.seed import ScenarioSeed
+from ...text import CJK, tokenize
 
 EventId = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,11}$", max_length=12)]
 Act = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z_]{0,31}$", max_length=32)]
 PhenomenonId = Literal[tuple(REGISTRY)]  # type: ignore[valid-type]
 LLMSpeaker = Literal["user", "system", "third_party"]
+LLMRelation = Literal["responds_to", "continues", "interrupts", "backchannels_on", "addresses_other",
+                      "delivers_result_of"]
+"""``Plan``'s relations less ``during`` (sounds inside speech: added by the paralinguistic pass) and
+``delegates_for`` (a delegation is a work item opened by its acknowledgement, not a relation)."""
+
+USER_MAX, SYSTEM_MAX, BACKCHANNEL_MAX = 30, 60, 6
+"""Most words of a user, system and backchannel text (Chinese: 3 characters count as 2 words)."""
+ANCHOR_MIN_WORDS = 6
+"""An interrupted or backchannelled event needs this many words: there must be speech to cut into."""
 
 
 class LLMEvent(Model):
     id: EventId
     speaker: LLMSpeaker
     act: Act
-    text: Annotated[str, StringConstraints(min_length=1, max_length=240)]
+    text: Annotated[str, StringConstraints(min_length=1, max_length=320)]
     floor_intent: FloorIntent
-    relation: Relation | None
+    relation: LLMRelation | None
     attach_to: EventId | None
-    attach_word: int | None = Field(ge=0, le=80)
+    attach_text: Annotated[str, StringConstraints(min_length=1, max_length=60)] | None
     pause_before: PauseKind | None
-    gap_kind: Literal["normal", "dispreferred"]
+    gap_kind: Literal["normal", "dispreferred", "silence"]
     phenomena: list[PhenomenonId] = Field(max_length=4)
 
 
@@ -42,7 +58,11 @@ class LLMWork(Model):
     tool: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$", max_length=40)]
     objective: Annotated[str, StringConstraints(min_length=1, max_length=160)]
     result_text: Annotated[str, StringConstraints(min_length=1, max_length=240)]
+    outcome: Literal["success", "failure"]
     opened_by: EventId
+    cancelled_by: EventId | None
+    progress_by: EventId | None
+    progress_text: Annotated[str, StringConstraints(min_length=1, max_length=160)] | None
 
 
 class LLMPlan(Model):
@@ -50,46 +70,132 @@ class LLMPlan(Model):
     work: list[LLMWork] = Field(max_length=3)
 
 
-class LLMAlternative(Model):
+class LLMOutline(Model):
     probability: float = Field(ge=0, le=1)
-    plan: LLMPlan
+    outline: Annotated[str, StringConstraints(min_length=1, max_length=500)]
 
 
-class LLMBatch(Model):
-    alternatives: list[LLMAlternative] = Field(min_length=1, max_length=8)
+class LLMOutlines(Model):
+    outlines: list[LLMOutline] = Field(min_length=1, max_length=8)
 
 
-def batch_schema(seed: ScenarioSeed | None = None, alternatives: int = 8, exchanges: int | None = None) -> dict:
-    """The JSON schema sent to the server (``response_format``) and, in fallback modes, the prompt.
+# every rule check_plan enforces: (English, Chinese); ``{max_events}`` is filled per request
+RULES: dict[str, tuple[str, str]] = {
+    "ids": ("ids are unique over events and work items: u1 u2 ... user, s1 s2 ... system, t1 ... third party, "
+            "w1 w2 ... work items",
+            "id 在事件和任务之间不能重复：用户 u1 u2 ……，系统 s1 s2 ……，第三方 t1 ……，任务 w1 w2 ……"),
+    "first": ("the first event has relation and attach_to null; every later event has both set",
+              "第一个事件的 relation 和 attach_to 都是 null；之后的每个事件两者都要填写"),
+    "earlier": ("attach_to names an earlier event (for delivers_result_of: a work_id)",
+                "attach_to 必须是前面已经出现的事件 id（delivers_result_of 则填 work_id）"),
+    "responds": ("responds_to attaches to the latest earlier event that is not a backchannels_on event; "
+                 "a system event responds only to a user event",
+                 "responds_to 接在前面最近的一个事件上（backchannels_on 事件不算）；系统只回应用户的事件"),
+    "continues": ("continues: the same speaker goes on after a pause; it attaches to that speaker's event right "
+                  "before it (only backchannels_on events may come between), floor_intent hold, pause_before set "
+                  "(within_turn, hesitation or long); pause_before is null on every other event",
+                  "continues：同一说话人停顿后接着说；接在他紧挨着的上一个事件上（中间只能有 backchannels_on 事件），"
+                  "floor_intent 为 hold，并填写 pause_before（within_turn、hesitation 或 long）；其他事件的 "
+                  "pause_before 都是 null"),
+    "floor": ("floor_intent: take for responds_to, interrupts, delivers_result_of and the first event; hold for "
+              "continues; none for backchannels_on, addresses_other and every third_party event",
+              "floor_intent：responds_to、interrupts、delivers_result_of 和第一个事件为 take；continues 为 hold；"
+              "backchannels_on、addresses_other 和第三方的事件为 none"),
+    "interrupts": (f"interrupts: a user event cutting into a system event of at least {ANCHOR_MIN_WORDS} words; "
+                   "attach_text is where the user starts, with at least 2 words of the system event after it "
+                   "(those are cut off)",
+                   f"interrupts：用户打断系统的一个事件（至少 {ANCHOR_MIN_WORDS} 个词）；attach_text 是用户开口的位置，"
+                   "它后面至少还要有 2 个词（被打断、没说出来）"),
+    "backchannels": (f"backchannels_on: a short event (at most {BACKCHANNEL_MAX} words) of another speaker during "
+                     f"an event of at least {ANCHOR_MIN_WORDS} words; attach_text is the words right after which "
+                     "it falls",
+                     f"backchannels_on：另一方在对方说话时的简短回应（最多 {BACKCHANNEL_MAX} 个词），对方的事件至少 "
+                     f"{ANCHOR_MIN_WORDS} 个词；attach_text 是回应紧跟在其后的那几个词"),
+    "attach_text": ("attach_text is copied exactly from the attached event's text (a word or a short phrase; "
+                    "its first occurrence counts); null for every other relation",
+                    "attach_text 必须从被接的事件的 text 里原样复制（一个词或一个短语；以第一次出现为准）；"
+                    "其他关系都填 null"),
+    "deliver": ("delivers_result_of: a system event whose attach_to is a work_id opened earlier; each work "
+                "item is delivered exactly once, unless it is cancelled (then never)",
+                "delivers_result_of：系统事件，attach_to 是前面已开启的 work_id；每个任务恰好播报一次，"
+                "被取消的任务不播报"),
+    "work_open": ("opened_by is the system's acknowledge event (or, for a silent delegation, the user's request); "
+                  "one work item per event",
+                  "opened_by 是系统确认（acknowledge）的事件（静默委托时是用户的请求）；一个事件只能开启一个任务"),
+    "tool": ("tool is one of the tools listed above", "tool 必须是上面列出的工具之一"),
+    "cancel": ("cancelled_by: the later user event that cancels or replaces the request (tag it "
+               "stale_result_dropped); that item is never delivered; null otherwise",
+               "cancelled_by：之后取消或替换这个请求的用户事件（标注 stale_result_dropped）；该任务不再播报；"
+               "否则为 null"),
+    "progress": ("progress_by: the later system event, before the delivery, that answers the user's progress "
+                 "question, and progress_text the tool's note it is based on; both null otherwise",
+                 "progress_by：播报之前、回答用户进度询问的系统事件，progress_text 是它依据的工具进度说明；"
+                 "否则两者都为 null"),
+    "speakers": ("both user and system speak; third_party only where the scenario has one",
+                 "用户和系统都要说话；只有场景里有第三方时才能用 third_party"),
+    "phenomena": ("phenomena only names ids listed in this request, and every must-appear id is tagged on "
+                  "at least one event",
+                  "phenomena 只能用本请求列出的 id，每个必须出现的 id 至少标注在一个事件上"),
+    "gap": ("gap_kind dispreferred (a late, reluctant answer) or silence (the user lets a silence fall "
+            "after a system question) only on responds_to events; normal otherwise",
+            "gap_kind 为 dispreferred（迟疑、不情愿的回答）或 silence（系统提问后用户沉默一会儿）只用于 "
+            "responds_to 事件；否则为 normal"),
+    "length": (f"at most {{max_events}} events; a text is at most {USER_MAX} words (user, third party), "
+               f"{SYSTEM_MAX} (system), {BACKCHANNEL_MAX} (backchannels_on); in Chinese 3 characters count "
+               "as 2 words",
+               f"最多 {{max_events}} 个事件；每句最多 {USER_MAX} 个词（用户、第三方）、{SYSTEM_MAX} 个词（系统）、"
+               f"{BACKCHANNEL_MAX} 个词（backchannels_on）；中文 3 个字算 2 个词"),
+    "spoken": ("text is what is spoken: no brackets, stage directions, emoji or markup",
+               "text 只写说出来的话：不要括号、动作说明、表情符号或标记"),
+    "language": ("every text follows the language rule of the scenario", "每句话都遵守场景的语言要求"),
+}
 
-    Narrowed to the seed where a grammar can enforce it: its phenomena, tools and speakers, and
-    to at most ``max_events(exchanges)`` events (a grammar-bound small model otherwise goes on to
-    ``max_tokens``).
+_MARKUP = re.compile(r"[\[\]()（）<>{}*#_~`|\\]|[\U0001F300-\U0001FAFF\u2600-\u27BF]")
+_LATIN = re.compile(r"[A-Za-z]")
+_NORM = re.compile(r"[\s,.?!;:，。？！；：、…\-'\"“”‘’]+")
+
+
+def rule_lines(lang: str, max_events: int) -> str:
+    i = 0 if lang == "en" else 1
+    return "\n".join(f"{n}. {text[i].format(max_events=max_events)}" for n, text in enumerate(RULES.values(), 1))
+
+
+def _err(at: str, rule: str, msg: str) -> str:
+    return f"{at}: {msg} (rule {list(RULES).index(rule) + 1}: {rule})"
+
+
+def plan_schema(seed: ScenarioSeed | None = None, max_events: int | None = None, allowed: list[str] | None = None
+                ) -> dict:
+    """The JSON schema of one plan, sent as ``response_format`` and, in fallback modes, in the prompt.
+
+    Narrowed where a grammar can enforce it: the request's phenomena, the seed's tools and speakers,
+    and at most ``max_events`` events (a grammar-bound small model otherwise runs to ``max_tokens``).
     """
-    schema = _strip_titles(LLMBatch.model_json_schema())
+    schema = _strip_titles(LLMPlan.model_json_schema())
     defs = schema["$defs"]
-    schema["properties"]["alternatives"]["maxItems"] = alternatives
-    if exchanges is not None:
-        defs["LLMPlan"]["properties"]["events"]["maxItems"] = max_events(exchanges)
-    if seed is not None:
-        allowed = sorted(k for k, v in resolve_rates(seed.phenomena).items() if v > 0)
+    if max_events is not None:
+        schema["properties"]["events"]["maxItems"] = max_events
+    if allowed is not None:
         ph = defs["LLMEvent"]["properties"]["phenomena"]
         if allowed:
-            ph["items"]["enum"] = allowed
+            ph["items"]["enum"] = sorted(allowed)
         else:
             ph["maxItems"] = 0
+    if seed is not None:
         if seed.personas.third_party is None:
             defs["LLMEvent"]["properties"]["speaker"]["enum"] = ["user", "system"]
         if seed.tools:
             defs["LLMWork"]["properties"]["tool"] = {"enum": [t.name for t in seed.tools], "type": "string"}
         else:
-            defs["LLMPlan"]["properties"]["work"]["maxItems"] = 0
+            schema["properties"]["work"]["maxItems"] = 0
     return schema
 
 
-def max_events(exchanges: int) -> int:
-    """Events allowed for a session of ``exchanges`` exchanges: pauses, backchannels, side talk fit."""
-    return min(40, 4 * exchanges + 6)
+def outline_schema(k: int, max_chars: int) -> dict:
+    schema = _strip_titles(LLMOutlines.model_json_schema())
+    schema["properties"]["outlines"]["maxItems"] = k
+    schema["$defs"]["LLMOutline"]["properties"]["outline"]["maxLength"] = max_chars
+    return schema
 
 
 def _strip_titles(node):
@@ -100,7 +206,7 @@ def _strip_titles(node):
     return node
 
 
-def _fmt_errors(prefix: str, err: ValidationError, limit: int = 6) -> list[str]:
+def fmt_errors(prefix: str, err: ValidationError, limit: int = 8) -> list[str]:
     out = []
     for e in err.errors()[:limit]:
         loc = prefix
@@ -112,145 +218,288 @@ def _fmt_errors(prefix: str, err: ValidationError, limit: int = 6) -> list[str]:
     return out
 
 
-def alternatives_of(obj: Any) -> list[Any]:
-    """Accept the batch, a bare plan or a list of either: small models drop the wrapper."""
-    if isinstance(obj, dict) and "alternatives" in obj and isinstance(obj["alternatives"], list):
-        return obj["alternatives"]
-    if isinstance(obj, dict) and "events" in obj:
-        return [{"probability": 1.0, "plan": obj}]
-    if isinstance(obj, list):
-        return [a if isinstance(a, dict) and "plan" in a else {"probability": 1.0, "plan": a} for a in obj]
-    return []
+def plan_object(obj: Any) -> Any:
+    """The plan in a reply: the object itself, or the first of a batch or list (older prompts, small models)."""
+    if isinstance(obj, dict) and isinstance(obj.get("alternatives"), list) and obj["alternatives"]:
+        obj = obj["alternatives"][0]
+    if isinstance(obj, list) and obj:
+        obj = obj[0]
+    if isinstance(obj, dict) and "plan" in obj and "events" not in obj:
+        obj = obj["plan"]
+    return obj
 
 
-def parse_alternative(raw: Any, index: int) -> tuple[LLMAlternative | None, list[str]]:
+def parse_plan(obj: Any) -> tuple[LLMPlan | None, list[str]]:
     try:
-        return LLMAlternative.model_validate(raw), []
+        return LLMPlan.model_validate(plan_object(obj)), []
     except ValidationError as e:
-        return None, _fmt_errors(f"alternatives[{index}]", e)
+        return None, fmt_errors("", e)
 
 
-def check_plan(p: LLMPlan, seed: ScenarioSeed, required: list[str], exchanges: int | None = None) -> list[str]:
-    """The plan's own rules and the seed's: an empty list means the plan is usable."""
+def words_of(text: str) -> float:
+    """Length in the prompt's words: English words plus 2/3 of the Chinese characters."""
+    cjk = sum(len(m) for m in CJK.findall(text))
+    latin = len([w for w in CJK.sub(" ", text).split() if any(c.isalnum() for c in w)])
+    return latin + cjk * 2 / 3
+
+
+def anchor_word(target_text: str, phrase: str, relation: str) -> int | None:
+    """The word index in ``tokenize(target_text)`` that ``phrase`` names, or ``None``.
+
+    Case, spaces and punctuation are ignored; the first occurrence that starts at a word boundary
+    counts. ``interrupts`` gets the first word of the phrase (the user starts there),
+    ``backchannels_on`` the last (the backchannel falls right after it).
+    """
+    words = tokenize(target_text)
+    norm, owner, bounds = "", [], {0}
+    for i, w in enumerate(words):
+        piece = _NORM.sub("", w.text).lower()
+        norm += piece
+        owner += [i] * len(piece)
+        bounds.add(len(norm))
+    want = _NORM.sub("", phrase).lower()
+    if not want:
+        return None
+
+    def whole(at: int) -> bool:  # English words match whole; Chinese may split where jieba does not
+        return ((at in bounds or not want[0].isascii()) and
+                (at + len(want) in bounds or not want[-1].isascii()))
+
+    at = norm.find(want)
+    while at >= 0 and not whole(at):
+        at = norm.find(want, at + 1)
+    if at < 0:
+        return None
+    return owner[at] if relation == "interrupts" else owner[at + len(want) - 1]
+
+
+def allowed_phenomena(seed: ScenarioSeed) -> set[str]:
+    return {k for k, v in resolve_rates(seed.phenomena).items() if v > 0}
+
+
+def check_plan(p: LLMPlan, seed: ScenarioSeed, required: list[str], max_events: int,
+               allowed: set[str] | None = None) -> list[str]:
+    """The plan's rules and the seed's (``RULES``): an empty list means the plan is usable."""
+    allowed = allowed_phenomena(seed) if allowed is None else allowed
     errs: list[str] = []
     by_id: dict[str, LLMEvent] = {}
     works = {w.work_id: w for w in p.work}
-    order = {e.id: i for i, e in enumerate(p.events)}
-    delivered: set[str] = set()
-    allowed = {k for k, v in resolve_rates(seed.phenomena).items() if v > 0}
-    tools = {t.name for t in seed.tools}
     for i, ev in enumerate(p.events):
         at = f"events[{i}] ({ev.id})"
         if ev.id in by_id or ev.id in works:
-            errs.append(f"{at}: id {ev.id!r} is used twice")
-        if (ev.relation is None) != (ev.attach_to is None):
-            errs.append(f"{at}: relation and attach_to must both be set or both be null")
-        if ev.speaker == "third_party" and seed.personas.third_party is None:
-            errs.append(f"{at}: this scenario has no third_party")
-        for ph in ev.phenomena:
-            if ph not in allowed:
-                errs.append(f"{at}: phenomenon {ph!r} is not one of this scenario's {sorted(allowed)}")
-        if ev.relation == "delivers_result_of":
-            w = works.get(ev.attach_to or "")
-            if w is None:
-                errs.append(f"{at}: delivers_result_of must attach_to a work_id of 'work' (got {ev.attach_to!r})")
-            elif order.get(w.opened_by, len(p.events)) >= i:
-                errs.append(f"{at}: delivers {w.work_id!r} before its opening event {w.opened_by!r}")
-            elif w.work_id in delivered:
-                errs.append(f"{at}: work item {w.work_id!r} is delivered twice")
-            else:
-                delivered.add(w.work_id)
-            if ev.speaker != "system":
-                errs.append(f"{at}: only the system delivers results")
-        elif ev.attach_to is not None:
-            target = by_id.get(ev.attach_to)
-            if target is None:
-                errs.append(f"{at}: attach_to {ev.attach_to!r} is not an earlier event id")
-            else:
-                errs += _relation_rules(at, ev, target)
+            errs.append(_err(at, "ids", f"id {ev.id!r} is used twice"))
+        errs += _event_rules(at, i, ev, p.events[:i], by_id, works, seed, allowed)
         by_id.setdefault(ev.id, ev)
-    openers: set[str] = set()
-    for j, w in enumerate(p.work):
-        if w.opened_by in openers:
-            errs.append(f"work[{j}] ({w.work_id}): event {w.opened_by!r} already opens a work item")
-        openers.add(w.opened_by)
-        opener = by_id.get(w.opened_by)
-        if opener is None or opener.speaker != "system":
-            errs.append(f"work[{j}] ({w.work_id}): opened_by must be a system event id (got {w.opened_by!r})")
-        if w.tool not in tools:
-            errs.append(f"work[{j}] ({w.work_id}): tool {w.tool!r} is not in the catalogue {sorted(tools)}")
-    if exchanges is not None and len(p.events) > max_events(exchanges):
-        errs.append(f"events: {len(p.events)} events; at most {max_events(exchanges)} for {exchanges} exchanges")
+    errs += _work_rules(p, by_id, seed)
+    if len(p.events) > max_events:
+        errs.append(_err("events", "length", f"{len(p.events)} events; at most {max_events}"))
     speakers = {e.speaker for e in p.events}
     if not {"user", "system"} <= speakers:
-        errs.append("events: both user and system must speak")
+        errs.append(_err("events", "speakers", "both user and system must speak"))
     tagged = {ph for e in p.events for ph in e.phenomena}
     missing = [ph for ph in required if ph not in tagged]
     if missing:
-        errs.append(f"events: requested phenomena not tagged on any event: {missing}")
-    errs += _language_rules(p, seed.language)
+        errs.append(_err("events", "phenomena", f"must-appear phenomena not tagged on any event: {missing}"))
+    errs += language_errors([(f"events[{i}] ({e.id})", e.text) for i, e in enumerate(p.events)], seed.language)
     return errs
 
 
-def _relation_rules(at: str, ev: LLMEvent, target: LLMEvent) -> list[str]:
-    errs = []
-    if ev.relation == "continues" and target.speaker != ev.speaker:
-        errs.append(f"{at}: continues must attach to the same speaker's event (got {target.speaker})")
-    if ev.relation in ("interrupts", "backchannels_on"):
-        if target.speaker == ev.speaker:
-            errs.append(f"{at}: {ev.relation} must attach to another speaker's event")
-        if ev.attach_word is None:
-            errs.append(f"{at}: {ev.relation} needs attach_word (index of the word in {target.id!r})")
-    if ev.relation == "interrupts" and not (ev.speaker == "user" and target.speaker == "system"):
-        errs.append(f"{at}: only a user event interrupts, and only a system event")
-    if ev.relation not in ("interrupts", "backchannels_on") and ev.attach_word is not None:
-        errs.append(f"{at}: attach_word is only for interrupts and backchannels_on")
+def _event_rules(at: str, i: int, ev: LLMEvent, before: list[LLMEvent], by_id: dict, works: dict,
+                 seed: ScenarioSeed, allowed: set[str]) -> list[str]:
+    errs: list[str] = []
+    if i == 0 and (ev.relation is not None or ev.attach_to is not None):
+        errs.append(_err(at, "first", "the first event attaches to nothing: relation and attach_to null"))
+    if i > 0 and (ev.relation is None or ev.attach_to is None):
+        errs.append(_err(at, "first", "relation and attach_to must both be set"))
+    if ev.speaker == "third_party" and seed.personas.third_party is None:
+        errs.append(_err(at, "speakers", "this scenario has no third_party"))
+    for ph in ev.phenomena:
+        if ph not in allowed:
+            errs.append(_err(at, "phenomena", f"phenomenon {ph!r} is not listed in this request"))
+    want_floor = ("hold" if ev.relation == "continues" else
+                  "none" if ev.relation in ("backchannels_on", "addresses_other") or ev.speaker == "third_party"
+                  else "take")
+    if ev.floor_intent != want_floor:
+        errs.append(_err(at, "floor", f"floor_intent must be {want_floor} here (got {ev.floor_intent})"))
+    if (ev.pause_before is not None) != (ev.relation == "continues"):
+        errs.append(_err(at, "continues", "continues needs pause_before; other relations have it null"))
+    if ev.gap_kind != "normal" and ev.relation != "responds_to":
+        errs.append(_err(at, "gap", f"gap_kind {ev.gap_kind} is only for responds_to"))
+    if (ev.attach_text is not None) != (ev.relation in ("interrupts", "backchannels_on")):
+        errs.append(_err(at, "attach_text", f"attach_text is {'needed' if ev.attach_text is None else 'null'} "
+                                            f"for {ev.relation}"))
+    if _MARKUP.search(ev.text):
+        errs.append(_err(at, "spoken", f"text {ev.text!r} has brackets, markup or emoji"))
+    limit = (BACKCHANNEL_MAX if ev.relation == "backchannels_on" else SYSTEM_MAX if ev.speaker == "system"
+             else USER_MAX)
+    if words_of(ev.text) > limit:
+        errs.append(_err(at, "length", f"text has {words_of(ev.text):.0f} words; at most {limit}"))
+    if ev.relation == "delivers_result_of":
+        if ev.speaker != "system":
+            errs.append(_err(at, "deliver", "only the system delivers results"))
+        if ev.attach_to not in works:
+            errs.append(_err(at, "deliver", f"attach_to must be a work_id of 'work' (got {ev.attach_to!r})"))
+        elif works[ev.attach_to].opened_by not in by_id:
+            errs.append(_err(at, "deliver", f"delivers {ev.attach_to!r} before its opening event "
+                                            f"{works[ev.attach_to].opened_by!r}"))
+        return errs
+    if ev.attach_to is None or ev.relation is None:
+        return errs
+    target = by_id.get(ev.attach_to)
+    if target is None:
+        errs.append(_err(at, "earlier", f"attach_to {ev.attach_to!r} is not an earlier event id"))
+        return errs
+    return errs + _relation_rules(at, ev, target, before)
+
+
+def _relation_rules(at: str, ev: LLMEvent, target: LLMEvent, before: list[LLMEvent]) -> list[str]:
+    errs: list[str] = []
+    rel = ev.relation
+    if rel == "responds_to":
+        latest = next((e for e in reversed(before) if e.relation != "backchannels_on"), None)
+        if latest is not None and latest.id != target.id:
+            errs.append(_err(at, "responds", f"responds_to {target.id!r}, but the latest event before it is "
+                                             f"{latest.id!r}"))
+        if ev.speaker == "system" and target.speaker != "user":
+            errs.append(_err(at, "responds", f"the system responds only to the user (got {target.speaker})"))
+    elif rel == "continues":
+        between = before[[e.id for e in before].index(target.id) + 1:]
+        if target.speaker != ev.speaker:
+            errs.append(_err(at, "continues", f"continues must attach to the same speaker (got {target.speaker})"))
+        elif any(e.relation != "backchannels_on" for e in between):
+            errs.append(_err(at, "continues", f"only backchannels may come between {target.id!r} and its "
+                                              f"continuation (got {[e.id for e in between]})"))
+    elif rel in ("interrupts", "backchannels_on"):
+        errs += _anchor_rules(at, ev, target)
     return errs
 
 
-def _language_rules(p: LLMPlan, language: str) -> list[str]:
-    from ..scripted_planner import tokenize
+def _anchor_rules(at: str, ev: LLMEvent, target: LLMEvent) -> list[str]:
+    rel, errs = ev.relation, []
+    if rel == "interrupts" and not (ev.speaker == "user" and target.speaker == "system"):
+        errs.append(_err(at, "interrupts", "only a user event interrupts, and only a system event"))
+    if rel == "backchannels_on" and target.speaker == ev.speaker:
+        errs.append(_err(at, "backchannels", "backchannels_on must attach to another speaker's event"))
+    n = len(tokenize(target.text))
+    if n < ANCHOR_MIN_WORDS:
+        errs.append(_err(at, "interrupts" if rel == "interrupts" else "backchannels",
+                         f"{target.id!r} has {n} words; {rel} needs at least {ANCHOR_MIN_WORDS}"))
+    if ev.attach_text is None:
+        return errs
+    k = anchor_word(target.text, ev.attach_text, rel)
+    if k is None:
+        errs.append(_err(at, "attach_text", f"attach_text {ev.attach_text!r} does not occur in the text of "
+                                            f"{target.id!r}: {target.text!r}"))
+    elif rel == "interrupts" and k > n - 3:
+        errs.append(_err(at, "interrupts", f"attach_text {ev.attach_text!r} is too near the end of "
+                                           f"{target.id!r}: leave at least 2 words after it"))
+    return errs
 
-    langs = [w.lang for e in p.events for w in tokenize(e.text)]
-    n_zh = langs.count("zh")
-    if not langs:
-        return ["events: no words"]
-    if language == "en" and n_zh:
-        return [f"language: the scenario is English only, but {n_zh} words are Chinese"]
-    if language == "zh" and n_zh < 0.8 * len(langs):
-        return [f"language: the scenario is Mandarin, but only {n_zh} of {len(langs)} words are Chinese"]
-    if language == "en-zh" and not (n_zh and n_zh < len(langs)):
-        return ["language: the scenario is code-switched, so both English and Chinese words are needed"]
-    return []
+
+def _work_rules(p: LLMPlan, by_id: dict[str, LLMEvent], seed: ScenarioSeed) -> list[str]:
+    errs: list[str] = []
+    order = {e.id: i for i, e in enumerate(p.events)}
+    delivered: dict[str, int] = {}
+    for e in p.events:
+        if e.relation == "delivers_result_of" and e.attach_to:
+            delivered[e.attach_to] = delivered.get(e.attach_to, 0) + 1
+    tools = {t.name for t in seed.tools}
+    openers: set[str] = set()
+    for j, w in enumerate(p.work):
+        at = f"work[{j}] ({w.work_id})"
+        if w.opened_by in openers:
+            errs.append(_err(at, "work_open", f"event {w.opened_by!r} already opens a work item"))
+        openers.add(w.opened_by)
+        opener = by_id.get(w.opened_by)
+        if opener is None:
+            errs.append(_err(at, "work_open", f"opened_by must be an event id (got {w.opened_by!r})"))
+        if w.tool not in tools:
+            errs.append(_err(at, "tool", f"tool {w.tool!r} is not in the catalogue {sorted(tools)}"))
+        n = delivered.get(w.work_id, 0)
+        if w.cancelled_by is not None:
+            c = by_id.get(w.cancelled_by)
+            if c is None or c.speaker != "user" or order[c.id] <= order.get(w.opened_by, -1):
+                errs.append(_err(at, "cancel", f"cancelled_by must be a user event after {w.opened_by!r} "
+                                               f"(got {w.cancelled_by!r})"))
+            elif "stale_result_dropped" not in c.phenomena:
+                errs.append(_err(at, "cancel", f"tag the cancelling event {c.id!r} stale_result_dropped"))
+            if n:
+                errs.append(_err(at, "cancel", "a cancelled item is never delivered"))
+        elif n != 1:
+            errs.append(_err(at, "deliver", f"delivered {n} times; exactly once unless cancelled"))
+        if (w.progress_by is None) != (w.progress_text is None):
+            errs.append(_err(at, "progress", "progress_by and progress_text are both set or both null"))
+        elif w.progress_by is not None:
+            pe = by_id.get(w.progress_by)
+            deliveries = [order[e.id] for e in p.events if e.relation == "delivers_result_of"
+                          and e.attach_to == w.work_id]
+            if (pe is None or pe.speaker != "system" or order[pe.id] <= order.get(w.opened_by, -1)
+                    or any(order[pe.id] > d for d in deliveries)):
+                errs.append(_err(at, "progress", f"progress_by must be a system event between {w.opened_by!r} "
+                                                 f"and the delivery (got {w.progress_by!r})"))
+    return errs
+
+
+def language_errors(texts: list[tuple[str, str]], language: str) -> list[str]:
+    """The language rule: en no Chinese characters, zh no Latin letters, en-zh Chinese with English in it."""
+    errs: list[str] = []
+    if language == "en":
+        errs = [_err(at, "language", f"English only, but {t!r} has Chinese characters") for at, t in texts
+                if CJK.search(t)]
+    elif language == "zh":
+        errs = [_err(at, "language", f"Mandarin only, but {t!r} has Latin letters") for at, t in texts
+                if _LATIN.search(t)]
+    else:
+        zh = sum(len(m) for _, t in texts for m in CJK.findall(t))
+        mixed = [at for at, t in texts if CJK.search(t) and _LATIN.search(t)]
+        if not mixed:
+            errs.append(_err("events", "language", "code-switched: at least one line mixes Chinese and English"))
+        if zh * 2 / 3 < 0.5 * sum(words_of(t) for _, t in texts):
+            errs.append(_err("events", "language", "code-switched: Mandarin is the main language (most words)"))
+    return errs[:6]
 
 
 def to_plan(p: LLMPlan, seed: ScenarioSeed, session_id: str, planner: str, meta: dict) -> Plan:
     """Convert a checked LLM plan (raises ``ValueError`` from ``Plan``'s own validator)."""
-    from ..scripted_planner import tokenize
-
+    by_id = {e.id: e for e in p.events}
+    cancels = {w.cancelled_by: w.work_id for w in p.work if w.cancelled_by}
+    progress = {w.progress_by: w.work_id for w in p.work if w.progress_by}
     events = []
     for ev in p.events:
         words = tokenize(ev.text)
         if not words:
             raise ValueError(f"event {ev.id!r}: text {ev.text!r} has no words")
+        k = None
+        if ev.attach_text is not None and ev.attach_to in by_id:
+            k = anchor_word(by_id[ev.attach_to].text, ev.attach_text, ev.relation or "")
+        work_id = ev.attach_to if ev.relation == "delivers_result_of" else cancels.get(ev.id) or progress.get(ev.id)
         events.append(PlannedEvent(
             id=ev.id, speaker=ev.speaker, act=ev.act, floor_intent=ev.floor_intent, relation=ev.relation,
-            attach_to=ev.attach_to, attach_word=ev.attach_word, words=words, pause_before=ev.pause_before,
-            gap_kind=ev.gap_kind, phenomena=list(ev.phenomena),
-            work_id=ev.attach_to if ev.relation == "delivers_result_of" else None,
+            attach_to=ev.attach_to, attach_word=k, words=words, pause_before=ev.pause_before,
+            gap_kind=ev.gap_kind, phenomena=list(ev.phenomena), work_id=work_id,
         ))
     work = [PlannedWork(work_id=w.work_id, tool=w.tool, objective=w.objective, result_text=w.result_text,
-                        opened_by=w.opened_by) for w in p.work]
+                        opened_by=w.opened_by, outcome=w.outcome, cancelled_by=w.cancelled_by,
+                        progress_text=w.progress_text, progress_by=w.progress_by) for w in p.work]
     return Plan(session_id=session_id, scenario_id=seed.id, language=seed.language, planner=planner,
                 events=events, work=work, planner_meta=meta)
 
 
 def from_plan(plan: Plan) -> LLMPlan:
-    """A ``Plan`` (e.g. a scripted one) in the LLM-facing form: how the prompt's examples are made."""
-    events = [LLMEvent(id=e.id, speaker=e.speaker, act=e.act, text=e.text, floor_intent=e.floor_intent,
-                       relation=e.relation, attach_to=e.attach_to, attach_word=e.attach_word,
-                       pause_before=e.pause_before, gap_kind=e.gap_kind, phenomena=list(e.phenomena))
-              for e in plan.events]
+    """A ``Plan`` (e.g. an offline one) in the LLM-facing form; anchors become their word's text."""
+    by_id = {e.id: e for e in plan.events}
+    events = []
+    for e in plan.events:
+        anchor = None
+        if e.relation in ("interrupts", "backchannels_on") and e.attach_to in by_id:
+            words = by_id[e.attach_to].words
+            anchor = words[min(e.attach_word or 0, len(words) - 1)].text.strip(",.?!;:，。？！；：、…")
+        events.append(LLMEvent(id=e.id, speaker=e.speaker, act=e.act, text=e.text, floor_intent=e.floor_intent,
+                               relation=e.relation, attach_to=e.attach_to, attach_text=anchor,
+                               pause_before=e.pause_before,
+                               gap_kind=e.gap_kind if e.gap_kind != "early" else "normal",
+                               phenomena=[x for x in e.phenomena if x in REGISTRY]))
     work = [LLMWork(work_id=w.work_id, tool=w.tool, objective=w.objective, result_text=w.result_text,
-                    opened_by=w.opened_by) for w in plan.work]
+                    outcome=w.outcome, opened_by=w.opened_by, cancelled_by=w.cancelled_by,
+                    progress_by=w.progress_by, progress_text=w.progress_text) for w in plan.work]
     return LLMPlan(events=events, work=work)
