@@ -188,7 +188,9 @@ def floor_unchanged(v: View, bc, system_turn) -> None:
     inner = range(system_turn.on // P + 1, (system_turn.off - 1) // P)
     under = [k for k in v.frames(bc) if k in inner]
     assert all(v.rec.sys_floor[k] == HOLD for k in under)
-    assert all(v.rec.usr_floor[k] == NOT_HOLD for k in v.frames(bc))
+    # the sound never starts a user floor: frames of it outside the user's own turns are NOT_HOLD
+    user = {k for t in v.usr_turns for k in range(t.on // P, (t.off - 1) // P + 1)}
+    assert all(v.rec.usr_floor[k] == NOT_HOLD for k in v.frames(bc) if k not in user)
 
 
 # -- the checks, one per phenomenon ---------------------------------------------------------------

@@ -95,6 +95,7 @@ class Script:
     values: dict[str, str] = field(default_factory=dict)
     followups: list[Unit] = field(default_factory=list)
     new_requests: list[Unit] = field(default_factory=list)
+    dictation: list = field(default_factory=list)
     used_frames: list[str] = field(default_factory=list)
     log: dict = field(default_factory=lambda: {"content": CONTENT_VERSION, "frames": [], "corrections": [],
                                                "supersedes": [], "work": {}})
@@ -117,6 +118,7 @@ class Script:
         order = self.rng.permutation(len(frame.followups))
         self.followups = [frame.followups[int(i)] for i in order]
         self.new_requests = list(frame.new_requests)
+        self.dictation = list(frame.dictation)
         self.used_frames.append(frame.id)
         self.log["frames"].append({"id": frame.id, "slots": dict(self.values)})
 
@@ -222,10 +224,8 @@ class _Builder:
     def _shapes(self, unit: Unit, first: bool) -> list[str]:
         """The split shapes this user line can take."""
         out = ["phrase_boundary_pause", "long_thinking_pause", "trailing_conjunction"] if self._split(unit) else []
-        if self.script.frame.dictation:
-            out.append("list_dictation")
-        if not first:
-            out.append("complete_sounding_pause")
+        if not first:  # a list or an afterthought goes on from something already asked
+            out += ["list_dictation"] * bool(self.script.dictation) + ["complete_sounding_pause"]
         return out
 
     def _split(self, unit: Unit) -> tuple[str, str] | None:
@@ -253,7 +253,7 @@ class _Builder:
                 words, tags = self.filler() + words, tags + ["filled_pause"]
             return self.add("user", act, words, "take", rel, after, tags, **gap), None
         if shape == "list_dictation":
-            d = self.choose(self.script.frame.dictation)
+            d = self.script.dictation.pop(int(self.rng.integers(len(self.script.dictation))))
             chunks = [self.script.say(c) for c in d.chunks]
             ev = self.add("user", act, chunks[0], "take", rel, after, first_tags, **gap)
             self.system_backchannel(ev)
@@ -314,7 +314,7 @@ class _Builder:
                             ["smooth_exchange"])
         answers = None
         unit = s.frame.request if first else s.next_followup()
-        if after is not None and after.speaker == "system" and self.tp and self.rate("user_to_third_party"):
+        if not first and after.speaker == "system" and self.tp and self.rate("user_to_third_party"):
             user = self.side_talk(after, unit)
         else:
             if after is not None and self.rate("user_self_talk"):

@@ -3,7 +3,8 @@
 Over the planned or written sessions of a run:
 
 - ``distinct_system_utterances``: distinct system utterances / all system utterances (text after
-  whitespace and punctuation are normalised; sounds are not utterances);
+  whitespace and punctuation are normalised; the pieces of a turn split around a pause are one
+  utterance; sounds are not utterances);
 - ``distinct_system_bigrams``: distinct word bigrams / all bigrams of system text, English counted
   per word (lower case), Chinese per character, bigrams inside one utterance (distinct-2);
 - ``top_opening_share``: the share of sessions that open with the most common opening user line
@@ -66,8 +67,21 @@ def diversity(sessions: Iterable[list[tuple[str, str]]]) -> dict:
 
 
 def plan_utterances(plan) -> list[tuple[str, str]]:
-    """A plan's spoken events as ``(speaker, text)``."""
-    return [(e.speaker, e.text) for e in plan.events if e.sound is None]
+    """A plan's utterances as ``(speaker, text)``: the pieces of one turn (events linked by
+    ``continues``, split around a pause) are one utterance; sounds are none."""
+    out: list[list[str]] = []
+    where: dict[str, int] = {}
+    for e in plan.events:
+        if e.sound is not None:
+            continue
+        if e.relation == "continues" and e.attach_to in where:
+            i = where[e.attach_to]
+            out[i][1] += (" " if e.text[:1].isascii() else "") + e.text
+        else:
+            i = len(out)
+            out.append([e.speaker, e.text])
+        where[e.id] = i
+    return [(s, t) for s, t in out]
 
 
 def meets_targets(d: dict) -> dict[str, bool]:

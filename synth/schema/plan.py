@@ -174,12 +174,14 @@ def _check_relations(events: list[PlannedEvent]) -> None:
 
 
 def join_words(words) -> str:
-    """Join words the way they are written: spaces around English, none between Chinese."""
+    """Join words the way they are written: spaces around English, none between Chinese, none
+    after full-width punctuation ("OK，我们走")."""
     out = ""
     prev_lang = None
     for w in words:
         text = w.text
-        if out and not (prev_lang == "zh" and w.lang == "zh") and not _is_closing_punct(text):
+        if (out and not (prev_lang == "zh" and w.lang == "zh") and not _is_closing_punct(text)
+                and out[-1] not in "，。？！；：、…"):
             out += " "
         out += text
         prev_lang = w.lang
