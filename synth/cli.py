@@ -143,6 +143,22 @@ def run(pipeline: Path = typer.Argument(..., help="Pipeline YAML."),
         console.print(f"[red]{len(failed)} of {spec.num_tasks} tasks failed[/]; "
                       "rerun the same command to retry them (finished tasks are kept)")
         raise typer.Exit(1)
+    if stats["sessions"] == 0 and stats["rejects"]:
+        _all_rejected(store)
+        raise typer.Exit(1)
+
+
+def _all_rejected(store) -> None:
+    """Every session was rejected: one line per reason, with a count and a first example."""
+    rows = [json.loads(line) for line in store.read_text("rejects.jsonl").splitlines() if line.strip()]
+    by_reason: dict[str, list[dict]] = {}
+    for r in rows:
+        by_reason.setdefault(f"{r.get('stage', '?')}:{r.get('reason', '?')}", []).append(r)
+    console.print(f"[red]error:[/] all {len(rows)} sessions were rejected; nothing was written", highlight=False)
+    for reason, rs in sorted(by_reason.items(), key=lambda kv: -len(kv[1])):
+        first = rs[0]
+        detail = f": {first['detail']}" if first.get("detail") else ""
+        console.print(f"  {reason} x{len(rs)} (first: {first.get('session_id')}{detail})", highlight=False)
 
 
 class _Progress:

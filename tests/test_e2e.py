@@ -53,7 +53,8 @@ def test_output_contract(local_run):
     assert {"run.json", "stats.json", "rejects.jsonl", "shards", "tasks"} <= {p.name for p in out.iterdir()}
     rows = pq.read_table(sorted((out / "shards" / "parquet").glob("*.parquet"))).to_pylist()
     stats = json.loads((out / "stats.json").read_text())
-    assert len(rows) == stats["sessions"] and stats["sessions"] + stats["rejects"] == 4
+    assert stats["rejects"] == 0, stats["rejects_by_reason"]
+    assert len(rows) == stats["sessions"] == 4
     for row in rows:
         n = len(row["sys_action"])
         assert all(len(row[k]) == n for k in ("sys_floor", "usr_floor", "sys_vad", "usr_vad"))

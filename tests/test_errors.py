@@ -74,3 +74,17 @@ def test_broken_yaml(tmp_path):
     p.write_text("name: [unclosed\n")
     line = one_line(synth("run", p))
     assert str(p) in line and "line" in line
+
+
+def test_run_with_every_session_rejected_fails_with_the_reasons(tmp_path):
+    """A VAD threshold below digital silence marks silence as speech: QA rejects every session."""
+    p = tmp_path / "pipe.yaml"
+    p.write_text(yaml.safe_dump({
+        "name": "x", "seeds": [str(ROOT / "scenario_seeds/*.yaml")], "sessions": 2,
+        "labels": {"vad_threshold_dbfs": -300.0},
+        "acoustics": {"room": False, "banks": [{"path": str(ROOT / "noise_banks/generated"), "generate": True}]}}))
+    r = synth("run", p, "--out", tmp_path / "o")
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "all 2 sessions were rejected" in r.stderr
+    reasons = [l for l in r.stderr.splitlines() if l.startswith("  qa:")]
+    assert reasons and all(" x" in l and "(first: x-0000" in l for l in reasons), r.stderr
