@@ -253,7 +253,7 @@ def outline_system_prompt(seed: ScenarioSeed, brief: Brief, k: int, schema: dict
         head = "# Example outlines of other conversations" if lang == "en" else "# 其他对话的提纲示例"
         ex = "\n" + head + "\n" + "\n".join(f"- {pool[i]['outline'][lang]}" for i in brief.example_ids) + "\n"
     return template("outline-v2", lang).substitute(
-        scenario=scenario_block(seed, brief, lang), phenomena=phenomena_block(seed, brief, lang, where=False),
+        scenario=scenario_block(seed, brief, lang), phenomena=phenomena_block(seed, brief, lang),
         k=k, max_chars=budget.OUTLINE_CHARS[lang], schema_block=schema_block(schema, lang), examples_block=ex)
 
 

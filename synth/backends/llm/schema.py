@@ -102,10 +102,10 @@ RULES: dict[str, tuple[str, str]] = {
               "floor_intent：responds_to、interrupts、delivers_result_of 和第一个事件为 take；continues 为 hold；"
               "backchannels_on、addresses_other 和第三方的事件为 none"),
     "interrupts": (f"interrupts: a user event cutting into a system event of at least {ANCHOR_MIN_WORDS} words; "
-                   "attach_text is where the user starts, with at least 2 words of the system event after it "
-                   "(those are cut off)",
-                   f"interrupts：用户打断系统的一个事件（至少 {ANCHOR_MIN_WORDS} 个词）；attach_text 是用户开口的位置，"
-                   "它后面至少还要有 2 个词（被打断、没说出来）"),
+                   "attach_text is where the user starts (its first word counts), and at least 2 more words of the "
+                   "system event follow that word (they are cut off)",
+                   f"interrupts：用户打断系统的一个事件（至少 {ANCHOR_MIN_WORDS} 个词）；attach_text 是用户开口的位置"
+                   "（以它的第一个词为准），这个词后面至少还要有 2 个词（被打断、没说出来）"),
     "backchannels": (f"backchannels_on: a short event (at most {BACKCHANNEL_MAX} words) of another speaker during "
                      f"an event of at least {ANCHOR_MIN_WORDS} words; attach_text is the words right after which "
                      "it falls",
