@@ -169,10 +169,11 @@ def make_session(config: PipelineConfig, seed: ScenarioSeed, run_seed: int, sess
                                lab.vad_threshold_dbfs, lab.vad_window_ms)
         t0 = timer.add("labels", t0)
         problems = qa.check_labels(tl, labels, period, config.timing.result_ttl_ms)
-        problems += qa.check_vad(sys_pcm / 32768.0, labels.sys_vad, sr, period, lab.vad_threshold_dbfs, "sys_vad")
+        problems += qa.check_vad(sys_pcm / 32768.0, labels.sys_vad, sr, period, "sys_vad")
+        problems += qa.check_vad(stem_pcm / 32768.0, labels.usr_vad, sr, period, "usr_vad")
         problems += qa.check_vad_in_events(tl, labels.sys_vad, ("system",), period, "sys_vad")
         problems += qa.check_vad_in_events(tl, labels.usr_vad, ("user",), period, "usr_vad")
-        problems += qa.check_peaks({"user_side": m.user_side, "system": m.system})
+        problems += qa.check_peaks({"user_side": user_pcm / 32768.0, "system": sys_pcm / 32768.0})
         if problems:
             raise SessionReject("qa", problems[0].split(":")[0], "; ".join(problems[:5]))
         hits = [PhenomenonHit(id=p, family=family_of(p), event_id=e.id) for e in tl.events for p in e.phenomena]

@@ -31,7 +31,7 @@ def check_hits(rec: SessionRecord) -> list[str]:
             if h.id not in ALL or ALL[h.id].family != h.family or h.event_id not in ids]
 
 
-def validate_record(rec: SessionRecord, user: bytes, system: bytes, ttl_ms: float, vad_db: float) -> list[str]:
+def validate_record(rec: SessionRecord, user: bytes, system: bytes, ttl_ms: float) -> list[str]:
     period_ms = int(round(rec.frame_period_s * 1000))
     tl = Timeline(sample_rate=rec.sample_rate, num_samples=rec.num_samples, events=rec.events, work=rec.delegations)
     labels = FrameLabels(frame_period_s=rec.frame_period_s, num_frames=len(rec.sys_action),
@@ -44,14 +44,14 @@ def validate_record(rec: SessionRecord, user: bytes, system: bytes, ttl_ms: floa
     if sr_u != rec.sample_rate or sr_s != rec.sample_rate or len(u) != rec.num_samples or len(s) != rec.num_samples:
         bad.append("audio_shape")
         return bad
-    bad += qa.check_vad(s, rec.sys_vad, rec.sample_rate, period_ms, vad_db, "sys_vad")
+    bad += qa.check_vad(s, rec.sys_vad, rec.sample_rate, period_ms, "sys_vad")
     # ch0 also holds other talkers, so usr_vad can only be checked for speech where ch0 is silent
     ch0 = vad_frames(u, rec.sample_rate, period_ms, -90.0)
     if (np.asarray(rec.usr_vad) & (1 - ch0[: len(rec.usr_vad)])).any():
         bad.append("usr_vad_on_silence")
     bad += qa.check_vad_in_events(tl, rec.sys_vad, ("system",), period_ms, "sys_vad")
     bad += qa.check_vad_in_events(tl, rec.usr_vad, ("user",), period_ms, "usr_vad")
-    bad += qa.check_peaks({"user": u, "system": s}, 1.0)
+    bad += qa.check_peaks({"user": u, "system": s})
     return bad
 
 
@@ -60,7 +60,6 @@ def validate_run(out_dir: str | Path) -> tuple[int, list[str]]:
     out = Path(out_dir)
     run = json.loads((out / "run.json").read_text())
     ttl = run["config"]["timing"]["result_ttl_ms"]
-    vad_db = run["config"]["labels"]["vad_threshold_dbfs"]
     problems: list[str] = []
     seen: dict[str, dict] = {}
     for pf in sorted((out / "shards" / "parquet").glob("*.parquet")):
@@ -77,7 +76,7 @@ def validate_run(out_dir: str | Path) -> tuple[int, list[str]]:
                 problems.append(f"{sid}: schema: {str(e).splitlines()[0]}")
                 continue
             seen[sid] = {"json": rec.model_dump(mode="json"), "user": user, "system": system}
-            problems += [f"{sid}: {p}" for p in validate_record(rec, user, system, ttl, vad_db)]
+            problems += [f"{sid}: {p}" for p in validate_record(rec, user, system, ttl)]
     wds = sorted((out / "shards" / "webdataset").glob("*.tar"))
     if "webdataset" in run["config"]["output"]["formats"]:
         found = set()
