@@ -31,6 +31,10 @@ _FIELD = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 _MARKUP = re.compile(r"[\[\]<>*#_~`|\\]|[\U0001F300-\U0001FAFF\u2600-\u27BF]|\{(?![a-z_][a-z0-9_]*\})")
 _LATIN = re.compile(r"[A-Za-z]")
 USER_WORDS, SYSTEM_WORDS = (2, 28), (4, 60)
+RESERVED = {"topic", "task", "old", "new", "user"}
+"""Field names the planner fills itself; a slot may not be called that."""
+SAMPLE_NAME = {"en": "Sam", "zh": "小林", "en-zh": "小林"}
+"""What ``{user}`` becomes when a block's lines are checked."""
 """Sizes that fit speech (CONTENT.md), in words (jieba words for Chinese)."""
 
 
@@ -139,6 +143,9 @@ class Frame(Model):
 
     @model_validator(mode="after")
     def _slots_resolve(self):
+        reserved = set(self.slots) & RESERVED | {k for d in self.delegations for k in d.slots} & RESERVED
+        if reserved:
+            raise ValueError(f"slot name {sorted(reserved)[0]!r} is reserved (it is filled by the planner)")
         known = set(self.slots) | {"topic"}
         for d in self.delegations:
             dk = known | set(d.slots)
@@ -228,8 +235,14 @@ def speech_problems(block: dict, lang: str) -> list[str]:
         values = {k: v[0] for k, v in frame.get("slots", {}).items()}
         for d in frame.get("delegations", []):
             values.update({k: v[0] for k, v in d.get("slots", {}).items()})
-        values.update(topic=fill(frame.get("topic", ""), values), old=next(iter(values.values()), "x"),
-                      new=next(iter(values.values()), "x"), task="it", user="Sam")
+        first = next(iter(values.values()), "x")
+        values.update(topic=fill(frame.get("topic", ""), values), old=first, new=first, user=SAMPLE_NAME[lang])
+        values["task"] = fill(next((d.get("task", "") for d in frame.get("delegations", [])), ""), values)
+        for name, pool in [*frame.get("slots", {}).items(),
+                           *[kv for d in frame.get("delegations", []) for kv in d.get("slots", {}).items()]]:
+            for v in pool:  # every value is spoken somewhere: the same rules, without the size
+                problems += [p for p in _line_problems(str(v), lang, f"frames[{frame.get('id')}].slots.{name}", "value")
+                             if " words, want " not in p and "no Chinese" not in p]
         for where, text in _texts(frame, f"frames[{frame.get('id')}]"):
             key = re.sub(r"\[\d+\]", "", where).split(".")[-1]
             if key in ("id", "tool", "objective", "note", "slot", "task", "topic") or ".slots" in where:
@@ -241,10 +254,17 @@ def speech_problems(block: dict, lang: str) -> list[str]:
             problems += _line_problems(spoken, lang, where, key)
             lines += 1
             english_lines += bool(_LATIN.search(spoken))
+    frames = block.get("frames") or [{}]
+    sample = {k: v[0] for k, v in frames[0].get("slots", {}).items()}
+    sample = {"user": SAMPLE_NAME[lang], "topic": fill(frames[0].get("topic", ""), sample) or "x"}
     for key in ("openings", "self_talk", "side_talk", "closings"):
         for where, text in _texts(block.get(key, []), key):
-            problems += _line_problems(fill(text, {"user": "Sam", "topic": "it"}) if "{" in text else text, lang,
-                                       where, where.split(".")[-1] if "." in where else key)
+            try:
+                spoken = fill(text, sample)
+            except (KeyError, IndexError, ValueError):
+                problems.append(f"{where}: {text!r} uses a field other than {{user}} and {{topic}}")
+                continue
+            problems += _line_problems(spoken, lang, where, where.split(".")[-1] if "." in where else key)
     if lang == "en-zh" and lines and english_lines / lines < 0.4:
         problems.append(f"en-zh: only {english_lines} of {lines} frame lines switch to English (want >= 40 %)")
     return problems
@@ -274,18 +294,20 @@ def _line_problems(text: str, lang: str, where: str, key: str) -> list[str]:
 
 
 # -- loading ------------------------------------------------------------------------------------
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 @lru_cache(maxsize=None)
 def domain_content(domain: str) -> DomainFile:
     try:
         text = resources.files("synth.data.frames").joinpath(f"{domain}.yaml").read_text("utf-8")
     except FileNotFoundError:
         raise UserError(f"domain: no content for domain {domain!r} (synth/data/frames/{domain}.yaml)") from None
-    return DomainFile.model_validate(yaml.safe_load(text))
+    return DomainFile.model_validate(yaml.load(text, Loader=_LOADER))
 
 
 @lru_cache(maxsize=None)
 def common_content() -> dict:
-    return yaml.safe_load(resources.files("synth.data.frames").joinpath("_common.yaml").read_text("utf-8"))
+    return yaml.load(resources.files("synth.data.frames").joinpath("_common.yaml").read_text("utf-8"), Loader=_LOADER)
 
 
 def domains() -> list[str]:

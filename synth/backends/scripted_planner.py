@@ -16,7 +16,9 @@ the clock. A seed asking for something the planner does not realise is refused a
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -25,7 +27,7 @@ from ..schema.phenomena import REGISTRY
 from ..schema.plan import Plan, PlannedEvent, PlannedWork, PlannedWord
 from ..schema.seed import ScenarioSeed
 from ..text import tokenize
-from .frames import Delegation, Frame, Unit, block, common_content, fill
+from .frames import Delegation, Frame, Unit, _texts, block, common_content, domain_content, fill
 
 __all__ = ["ScriptedPlanner", "tokenize", "SUPPORTED"]
 
@@ -80,6 +82,7 @@ class Task:
 
     delegation: Delegation
     values: dict[str, str]
+    frame_id: str = ""
 
     def say(self, text: str) -> str:
         return fill(text, self.values)
@@ -140,18 +143,21 @@ class Script:
         rest = [f for f in self.blk.frames if f.id not in self.used_frames]
         return self.choose(rest) if rest else None
 
-    def task(self, exclude: list[Delegation] = ()) -> Task | None:
-        """A delegation of the current frame (else of another frame, whose slots it brings)."""
+    def task(self, exclude: list[Delegation] = (), here_only: bool = False) -> Task | None:
+        """A delegation of the current frame (else, unless ``here_only``, of another frame, whose
+        slots it brings: its request then says them)."""
         mine = [d for f, d in _tasks([self.frame], self.seed) if d not in exclude]
         if mine:
             d = self.choose(mine)
-            return Task(d, {**self.values, **self.draw(d.slots)})
+            return Task(d, {**self.values, **self.draw(d.slots)}, self.frame.id)
+        if here_only:
+            return None
         others = [(f, d) for f, d in _tasks(self.blk.frames, self.seed) if d not in exclude]
         if not others:
             return None
         f, d = self.choose(others)
         vals = self.draw(f.slots)
-        return Task(d, {**vals, "topic": fill(f.topic, vals), **self.draw(d.slots)})
+        return Task(d, {**vals, "topic": fill(f.topic, vals), **self.draw(d.slots)}, f.id)
 
 
 _STARTERS = set("""what how when where why which who whose can could would will should shall is are was were do does
@@ -159,20 +165,30 @@ did have has please and also so okay ok sure yes yeah no actually sorry then tha
 my our your we you they let leave keep put try use add turn set go just maybe any anything if there""".split())
 
 
-def _lower_first(text: str) -> str:
+@lru_cache(maxsize=None)
+def _lower_words(domain: str) -> frozenset[str]:
+    """English words the domain's content writes in lower case somewhere: common words, not names."""
+    d = domain_content(domain)
+    text = " ".join(t for blk in (d.en, d.en_zh) for _, t in _texts(blk.model_dump()))
+    return frozenset(w for w in re.findall(r"[A-Za-z']+", text) if w.islower())
+
+
+def _lower_first(text: str, domain: str | None = None) -> str:
     """Lower-case a sentence's first word when it goes on after a comma; names stay as they are."""
     head = text.split(" ", 1)[0]
-    if head.rstrip(",.?!'").lower() in _STARTERS and not head.isupper():
+    word = head.rstrip(",.?!'")
+    common = word.lower() in _STARTERS or (domain is not None and word.lower() in _lower_words(domain))
+    if common and not head.isupper() and word not in ("I", "I'm", "I'd", "I've", "I'll"):
         return text[:1].lower() + text[1:]
     return text
 
 
-def _join(head: str, tail: str) -> str:
+def _join(head: str, tail: str, domain: str | None = None) -> str:
     """Two pieces of one line: a space where either side is English at the join; an English tail
     after a comma (or no punctuation) goes on in lower case."""
     sep = " " if head[-1:].isascii() or tail[:1].isascii() else ""
     if tail[:1].isascii() and head[-1:] not in ".?!。？！":
-        tail = _lower_first(tail)
+        tail = _lower_first(tail, domain)
     return head + sep + tail
 
 
@@ -264,7 +280,7 @@ class _Builder:
             return ev, [self.script.say(t) for t in d.system]
         if shape == "complete_sounding_pause":
             bridge, line = self.pickc("continuation"), self.script.say(self.choose(unit.user))
-            head, tail = self.pickc("complete_sounding"), _join(bridge, line)
+            head, tail = self.pickc("complete_sounding"), _join(bridge, line, self.seed.domain)
         else:
             head, tail = self._split(unit)
         head_words = tokenize(head)
@@ -300,7 +316,7 @@ class _Builder:
             return reply
         back = self.script.say(st.readdress)
         line = self.script.say(self.choose(unit.user))
-        text = _join(back, line)
+        text = _join(back, line, self.seed.domain)
         return self.add("user", "readdress", text, "take", "responds_to", reply, ["readdress_after_side_talk"])
 
     def exchange(self, after: PlannedEvent | None, first: bool = False) -> PlannedEvent:
@@ -387,7 +403,7 @@ class _Builder:
         if variant == "system_self_repair":
             act, tags = "system_self_repair", tags + [variant]
         if kw.get("gap_kind") == "dispreferred":
-            words = tokenize(_join(self.pickc("dispreferred_prefix"), text))
+            words = tokenize(_join(self.pickc("dispreferred_prefix"), text, self.seed.domain))
             tags = tags + ["dispreferred_answer"]
         ans = self.add("system", act, words, "take", "responds_to", user_ev, tags, **kw)
         n = len(ans.words)
@@ -489,7 +505,7 @@ class _Builder:
             w.update(progress_text=t.say(p.note), progress_by=last.id)
         if self.rate("continue_while_working"):
             r = self.rng.random()
-            t2 = s.task(exclude=used)
+            t2 = s.task(exclude=used, here_only=True)
             if r < 0.35 and t2 is not None:  # a second request while the first runs
                 used.append(t2.delegation)
                 _, last, w2 = self.delegate(t2, last, tags=["continue_while_working"])
@@ -514,8 +530,11 @@ class _Builder:
                 old = t.values[sp.slot]
                 pool = t.delegation.slots.get(sp.slot) or s.frame.slots.get(sp.slot) or [old]
                 new = self.choose([v for v in pool if v != old] or [old])
-                t3 = Task(t.delegation, {**t.values, sp.slot: new})
+                t3 = Task(t.delegation, {**t.values, sp.slot: new}, t.frame_id)
                 line = fill(self.choose(sp.user), {**t.values, "old": old, "new": new})
+                if t.frame_id == s.frame.id and sp.slot in s.values:  # the user changed their mind: the rest of the session uses it
+                    s.values[sp.slot] = new
+                    s.values["topic"] = fill(s.frame.topic, s.values)
                 c, last, w3 = self.delegate(t3, last, "supersede_request", line, ["stale_result_dropped"])
                 pending.append(w3)
                 s.log["supersedes"].append({"event": c.id, "work_id": w["work_id"], "by": w3["work_id"],
