@@ -528,8 +528,11 @@ def test_fill_items_mark_anchors_and_keep_sounds():
     plan = _structure()
     anchored = [e for e in plan.events if e.relation in ("interrupts", "backchannels_on")]
     assert anchored
-    ev = plan.events[0].model_copy(update={"id": "snd1", "sound": "laughter", "words": [
-        {"text": "[laughter]", "lang": "en"}]})
+    from synth.schema.plan import PlannedWord
+
+    ev = plan.events[0].model_copy(update={"id": "snd1", "sound": "laughter", "relation": "responds_to",
+                                           "attach_to": plan.events[-1].id,
+                                           "words": [PlannedWord(text="[laughter]", lang="en")]})
     with_sound = plan.model_copy(update={"events": [*plan.events, ev]})
     items, anchors = build_items(with_sound, "en")
     keys = [it.key for it in items]

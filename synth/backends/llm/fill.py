@@ -115,14 +115,23 @@ def _describe(ev: PlannedEvent, lang: str, drafts: dict[str, str]) -> str:
         how += ", a late reluctant answer" if en else "，迟疑的回答"
     elif ev.gap_kind == "silence":
         how += ", after a silence" if en else "，沉默一会儿之后"
-    same = [k for k, d in drafts.items() if k != ev.id and d == ev.text]
+    earlier = list(drafts)[: list(drafts).index(ev.id)]
+    same = [k for k in earlier if drafts[k] == ev.text]
     if same:
         how += f", says again what {same[0]} said" if en else f"，重复 {same[0]} 说过的话"
     return how
 
 
-def _phen(ev: PlannedEvent) -> str:
-    return "; ".join(f"{p} ({ALL[p].definition})" for p in ev.phenomena if p in ALL) or "-"
+def _phen(ev: PlannedEvent, lang: str) -> str:
+    """The event's phenomena with what they mean (Chinese prompts: the Chinese tag lines)."""
+    from .prompt import tag_lines
+
+    tags = tag_lines()
+
+    def say(p: str) -> str:
+        return tags[p]["zh"] if lang == "zh" and p in tags else ALL[p].definition
+
+    return "; ".join(f"{p} ({say(p)})" for p in ev.phenomena if p in ALL) or "-"
 
 
 def build_items(plan: Plan, lang: str) -> tuple[list[Item], dict[str, list[tuple[int, str, str]]]]:
@@ -139,7 +148,7 @@ def build_items(plan: Plan, lang: str) -> tuple[list[Item], dict[str, list[tuple
         marks = anchors.get(ev.id, [])
         lo, hi = _limits(ev.text, cap, floor=6 if marks and words_of(ev.text) >= 6 else 1)
         draft = _marked_draft(ev, marks) if marks else ev.text
-        line = (f"{ev.id} | {ev.speaker} | {ev.act} | {_describe(ev, lang, drafts)} | {_phen(ev)} | "
+        line = (f"{ev.id} | {ev.speaker} | {ev.act} | {_describe(ev, lang, drafts)} | {_phen(ev, lang)} | "
                 f"{lo}-{hi} {words_label} | draft: {json.dumps(draft, ensure_ascii=False)}")
         items.append(Item(ev.id, draft, lo, hi, line, zh))
     for w in plan.work:
@@ -304,7 +313,6 @@ def fill_messages(seed: ScenarioSeed, ex_ids: list[str], lang: str, items: list[
 def fill_plan(planner, seed: ScenarioSeed, session_id: str, rng: np.random.Generator) -> Plan:
     """One session in mode fill (see the module docstring); raises ``SessionReject`` when it cannot."""
     from ..scripted_planner import ScriptedPlanner
-    from .prompt import repair_prompt
 
     cfg, client = planner.cfg, planner.client
     structure = ScriptedPlanner().plan(seed, session_id, rng)  # the structure, then this mode's own draws
@@ -356,7 +364,7 @@ def fill_plan(planner, seed: ScenarioSeed, session_id: str, rng: np.random.Gener
             continue
         todo = missing
         follow_up = [{"role": "assistant", "content": reply.content},
-                     {"role": "user", "content": repair_prompt(errors, lang) + _only(todo, lang)}]
+                     {"role": "user", "content": _repair(errors, todo, lang)}]
     raise SessionReject("plan", "llm_invalid_fill",
                         f"{cfg.max_attempts} attempts; last: " + "; ".join(errors[:4])[:600])
 
@@ -367,9 +375,14 @@ def _shorter(it: Item) -> Item:
     return Item(it.key, it.draft, it.lo, hi, it.line, it.zh)
 
 
-def _only(todo: list[Item], lang: str) -> str:
+def _repair(errors: list[str], todo: list[Item], lang: str) -> str:
+    """The whole failing reply was sent back; these are its errors and the ids to write again."""
+    listed = "\n".join(f"- {e}" for e in errors[:20])
     keys = ", ".join(f"{it.key} ({it.lo}-{it.hi})" for it in todo)
-    return f"\n只重写这些 id（词数范围）：{keys}。" if lang == "zh" else f"\nWrite again only these ids (words): {keys}."
+    if lang == "zh":
+        return f"你上一次的回复不能用：\n{listed}\n请改正，只回复一个 JSON 对象，只包含这些 id（词数范围）：{keys}。"
+    return (f"Your previous reply could not be used:\n{listed}\nFix these and reply with one JSON object holding "
+            f"only these ids (words): {keys}.")
 
 
 def _continue(texts: dict[str, str], todo: list[Item], lang: str) -> str:

@@ -236,11 +236,11 @@ def parse_plan(obj: Any) -> tuple[LLMPlan | None, list[str]]:
         return None, fmt_errors("", e)
 
 
-def words_of(text: str) -> float:
-    """Length in the prompt's words: English words plus 2/3 of the Chinese characters."""
+def words_of(text: str) -> int:
+    """Length in the prompt's words: English words plus 2/3 of the Chinese characters (rounded up)."""
     cjk = sum(len(m) for m in CJK.findall(text))
     latin = len([w for w in CJK.sub(" ", text).split() if any(c.isalnum() for c in w)])
-    return latin + cjk * 2 / 3
+    return latin + -(-cjk * 2 // 3)
 
 
 def anchor_word(target_text: str, phrase: str, relation: str) -> int | None:
