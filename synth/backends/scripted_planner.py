@@ -474,7 +474,7 @@ class _Builder:
              "result_text": t.say(self.choose(d.failure if fails else d.result)), "opened_by": opener.id,
              "outcome": "failure" if fails else "success"}
         self.work.append(w)
-        self.script.log["work"][w["work_id"]] = {k: t.values[k] for k in sorted(d.slots)}
+        self.script.log["work"][w["work_id"]] = {k: v for k, v in sorted(t.values.items()) if k != "topic"}
         return w
 
     def delegate(self, t: Task, after: PlannedEvent, act="delegate_request", text: str | None = None, tags=()):
