@@ -269,24 +269,26 @@ def test_fill_mode_end_to_end_through_synth_run_and_validate(tmp_path, monkeypat
     monkeypatch.setattr(scripted_planner.ScriptedPlanner, "plan", _patched_structures(_structures(folders)))
     replays = [Replay(f) for f in folders]
 
-    def respond(body, i):  # each session's request is answered from its own case
+    def respond(body, i):  # each session's requests are answered from its own case
+        text = json.dumps(body, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
         for rep in replays:
-            if (rep.folder / "00.request.json").read_text("utf-8") == json.dumps(
-                    body, ensure_ascii=False, indent=1, sort_keys=True) + "\n":
-                return rep(body, 0)
+            for f in sorted(rep.folder.glob("*.request.json")):
+                if f.read_text("utf-8") == text:
+                    return rep(body, int(f.name[:2]))
         return Reply(status=400)
 
     pipe = tmp_path / "fill.yaml"
     pipe.write_text(yaml.safe_dump({
         "name": "fill", "seeds": [str(DATA / "seeds" / f"{f.name}.yaml") for f in folders], "sessions": 3,
         "seed": 7, "output": {"sessions_per_shard": 3},
-        "planner": {"kind": "llm", "llm": {"mode": "fill", "max_retries": 0, "timeout_s": 30}}}))
+        "planner": {"kind": "llm", "llm": {"mode": "fill", "model": "replay-model", "max_retries": 0,
+                                           "timeout_s": 30}}}))
     with ChatServer(respond) as srv:
         r = CliRunner().invoke(app, ["run", str(pipe), "--out", str(tmp_path / "out"), "--workers", "1",
                                      "--llm-base-url", srv.url, "--llm-model", "replay-model",
                                      "--llm-cache-dir", str(tmp_path / "cache")])
     assert r.exit_code == 0, r.output
-    assert len(srv.requests) == 3 and all(rep.mismatches == [] for rep in replays)
+    assert len(srv.requests) == 4 and all(rep.mismatches == [] for rep in replays)  # fill-zh has a repair
     stats = json.loads((tmp_path / "out" / "stats.json").read_text())
     assert stats["sessions"] == 3 and stats["rejects"] == 0, stats.get("rejects_by_reason")
     rows = pq.read_table(tmp_path / "out" / "shards" / "parquet").to_pylist()
