@@ -104,6 +104,7 @@ class Script:
                                                "supersedes": [], "work": {}})
 
     def __post_init__(self):
+        self.said: dict[str, set[int]] = {}
         self.blk = block(self.seed.domain, self.seed.language)
         self.common = common_content()[self.seed.language]
         self.enter(self.choose(self.blk.frames))
@@ -130,6 +131,15 @@ class Script:
 
     def pickc(self, key: str):
         return self.choose(self.common[key])
+
+    def once(self, key: str):
+        """A line of the block's ``key`` list not yet said in this session (all said: any)."""
+        items = getattr(self.blk, key)
+        used = self.said.setdefault(key, set())
+        rest = [i for i in range(len(items)) if i not in used] or list(range(len(items)))
+        i = self.choose(rest)
+        used.add(i)
+        return items[i]
 
     def next_followup(self) -> Unit:
         """The next follow-up on the topic; when they run out, the next frame's request."""
@@ -263,10 +273,12 @@ class _Builder:
         fired = [v for v in SPLIT_VARIANTS if self.rate(v)]
         shape = next((v for v in fired if v in self._shapes(unit, first)), None)
         if shape is None:
-            words = tokenize(self.script.say(self.choose(unit.user)))
+            text = self.script.say(self.choose(unit.user))
             tags = list(first_tags)
             if filler:
-                words, tags = self.filler() + words, tags + ["filled_pause"]
+                f = self.pickc("filler")
+                text, tags = _join(f + ("," if f.isascii() else "，"), text, self.seed.domain), tags + ["filled_pause"]
+            words = tokenize(text)
             return self.add("user", act, words, "take", rel, after, tags, **gap), None
         if shape == "list_dictation":
             d = self.script.dictation.pop(int(self.rng.integers(len(self.script.dictation))))
@@ -307,7 +319,7 @@ class _Builder:
     def side_talk(self, after: PlannedEvent, unit: Unit | None = None, tags=()) -> PlannedEvent:
         """User to the third party, the reply to that, and (with ``unit``) the user back to the
         system with the next question on the topic."""
-        st = self.choose(self.script.blk.side_talk)
+        st = self.script.once("side_talk")
         side = self.add("user", "side_talk", st.user, "none", "addresses_other", after,
                         ["user_to_third_party", *tags])
         reply = self.add("third_party", "third_party_reply", st.third_party, "none", "responds_to", side,
@@ -334,7 +346,7 @@ class _Builder:
             user = self.side_talk(after, unit)
         else:
             if after is not None and self.rate("user_self_talk"):
-                after = self.add("user", "self_talk", s.say(self.choose(s.blk.self_talk)), "none",
+                after = self.add("user", "self_talk", s.say(s.once("self_talk")), "none",
                                  "addresses_other", after, ["user_self_talk"])
             act = "request" if first else "followup"
             user, answers = self.user_turn(act, unit, after, first)
@@ -364,7 +376,9 @@ class _Builder:
     def _corrections(self):
         """Corrections whose slot the user has said in this session."""
         said = " ".join(e.text for e in self.events if e.speaker == "user")
-        return [c for c in self.script.frame.corrections if self.script.values.get(c.slot, "\0") in said]
+        done = {c["slot"] for c in self.script.log["corrections"]}
+        return [c for c in self.script.frame.corrections
+                if c.slot not in done and self.script.values.get(c.slot, "\0") in said]
 
     def system_answer(self, user_ev: PlannedEvent, unit: Unit, answers: list[str] | None = None) -> PlannedEvent:
         fired = [v for v in ANSWER_VARIANTS if self.rate(v)]
