@@ -262,3 +262,19 @@ def test_backchannel_rules_hold(sessions):
             assert speech >= 700 * SR // 1000 - 1, e.id
             turn += 1
     assert n >= 150
+
+
+def test_report_sets_the_published_human_figures_beside_the_measured_ones():
+    """``synth report``: modal gap (Stivers et al. 2009) and overlap share (Heldner & Edlund 2010)."""
+    from synth.inspection.report import timing_figure
+
+    times = {"en": {"user_gap": [-100.0, 180.0, 190.0, 210.0, 900.0], "system_gap": [220.0, 230.0, 600.0]}}
+    rows = {(r["quantity"], r["source"]): r for r in measures.against_people(times)}
+    assert rows[("user_gap", "stivers2009")]["published"] == 200.0
+    assert rows[("user_gap", "stivers2009")]["measured"] == 175.0  # the modal 50 ms bin
+    assert rows[("user_gap", "heldner2010")]["measured"] == pytest.approx(0.2)
+    assert all(k in measures.CITATIONS for _, k in rows)
+    assert "Stivers" in measures.CITATIONS["stivers2009"] and "Heldner" in measures.CITATIONS["heldner2010"]
+    png = timing_figure("user_gap", times["en"] and {"en": times["en"]["user_gap"]},
+                        measures.laws_from_config({}))
+    assert png[:4] == b"\x89PNG"

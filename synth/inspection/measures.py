@@ -5,16 +5,24 @@ way the clock attached the events (``synth.stages.place``):
 
 - ``system_gap``: a system ``responds_to`` a user event (not an acknowledgement, not a
   dispreferred answer): ``on - target.off``. Law: Gamma gap, plus the early-start share as -U.
-- ``user_gap``: a user ``responds_to`` a system event. Law: the truncated Normal.
+- ``system_gap_after_barge_in``: the same, when the user event ``interrupts`` the system: the
+  reply after a yield, measured from the end of the interrupting turn. Same law.
+- ``user_gap``: the user's first sound (a breath, a laugh or the words) answering a system
+  event, not after a system question the user lets a silence fall on. Law: the truncated Normal.
 - ``overlap``: the depth (ms, positive) of every overlapped transition, i.e. ``-gap`` of the
   system and user gaps below zero. Law: LABELS.md's Gamma(1.5, 150) unless the run's config
   has an ``overlap_ms`` law (the clock itself draws overlaps from the user-gap law).
 - ``within_turn_pause`` / ``hesitation_pause`` / ``long_pause``: a ``continues`` event's
-  ``on - target.off``, split by the tags the planner put on it (``long_thinking_pause``,
-  ``filled_pause``).
+  ``on - target.off``. The record has no ``pause_before``, so the law is read back from the
+  turn: long when the turn is tagged ``long_thinking_pause`` or ``complete_sounding_pause``
+  and the pause follows its first event; hesitation after a filler (a ``filler`` event, or a
+  filler as the last word) or after a ``trailing_conjunction`` head; else within-turn.
 - ``stop_latency``: an interrupted system event's ``off`` minus the onset of the user event
   that ``interrupts`` it.
-- ``tool_latency``: a work item's ``complete - close``.
+- ``tool_latency``: a work item's ``complete - open`` (R6: completion = open + tool latency).
+
+``HUMAN`` holds the published human figures the report draws beside the laws, with their
+sources in ``CITATIONS``.
 """
 
 from __future__ import annotations
@@ -28,15 +36,39 @@ import numpy as np
 from ..schema.dist import Distribution
 from ..schema.record import SessionRecord
 
-QUANTITIES = ("system_gap", "user_gap", "overlap", "within_turn_pause", "hesitation_pause", "long_pause",
-              "stop_latency", "tool_latency")
+QUANTITIES = ("system_gap", "system_gap_after_barge_in", "user_gap", "overlap", "within_turn_pause",
+              "hesitation_pause", "long_pause", "stop_latency", "tool_latency")
 LAW_KEYS = {
-    "system_gap": "system_gap_ms", "user_gap": "user_gap_ms", "overlap": "overlap_ms",
+    "system_gap": "system_gap_ms", "system_gap_after_barge_in": "system_gap_ms", "user_gap": "user_gap_ms",
+    "overlap": "overlap_ms",
     "within_turn_pause": "within_turn_pause_ms",
     "hesitation_pause": "hesitation_pause_ms", "long_pause": "long_pause_ms",
     "stop_latency": "stop_latency_ms", "tool_latency": "tool_latency_ms",
 }
 UNAMBIGUOUS_FILLERS = {"um", "uh", "er", "erm", "呃"}
+FILLER_WORDS = UNAMBIGUOUS_FILLERS | {"嗯", "那个", "这个"}
+LONG_PAUSE_TAGS = {"long_thinking_pause", "complete_sounding_pause"}
+
+CITATIONS = {
+    "stivers2009": "Stivers, T. et al. (2009). Universals and cultural variation in turn-taking in "
+                   "conversation. PNAS 106(26), 10587-10592.",
+    "levinson2015": "Levinson, S. C. & Torreira, F. (2015). Timing in turn-taking and its implications for "
+                    "processing models of language. Frontiers in Psychology 6, 731.",
+    "heldner2010": "Heldner, M. & Edlund, J. (2010). Pauses, gaps and overlaps in conversations. "
+                   "Journal of Phonetics 38(4), 555-568.",
+    "fdb3": "Full-Duplex-Bench v3: tool-call latencies of 4-10 s (a benchmark, not people; LABELS.md §3).",
+}
+# Published human figures, drawn on the histograms: (kind, value(s) in ms, label, citation key).
+# "line" is a vertical line; "band" a shaded range; "share" a fraction compared with the measured share
+# below zero. Only figures with a published source are here (none for pauses or stop latencies).
+HUMAN = {
+    "system_gap": [("line", 200.0, "modal human gap ≈ 200 ms", "stivers2009"),
+                   ("share", 1 / 3, "≈ 1/3 of transitions overlap", "heldner2010")],
+    "system_gap_after_barge_in": [("line", 200.0, "modal human gap ≈ 200 ms", "stivers2009")],
+    "user_gap": [("line", 200.0, "modal human gap ≈ 200 ms", "stivers2009"),
+                 ("share", 1 / 3, "≈ 1/3 of transitions overlap", "heldner2010")],
+    "tool_latency": [("band", (4000.0, 10000.0), "benchmark tool latencies 4-10 s", "fdb3")],
+}
 # LABELS.md §3 "overlap at overlapped transitions", not (yet) a law of TimingLaws
 OVERLAP_LAW = {"dist": "gamma", "k": 1.5, "theta": 150.0}
 # LABELS.md §3 targets for the rates
@@ -53,6 +85,7 @@ def timings(rec: SessionRecord) -> dict[str, list[float]]:
     sr = rec.sample_rate
     by_id = {e.id: e for e in rec.events}
     out: dict[str, list[float]] = {q: [] for q in QUANTITIES}
+    first: dict[str, list] = {}  # system event -> the user's sounds answering it
     for ev in rec.events:
         target = by_id.get(ev.attach_to or "")
         if target is None:
@@ -60,19 +93,39 @@ def timings(rec: SessionRecord) -> dict[str, list[float]]:
         if ev.relation == "responds_to":
             if ev.speaker == "system" and target.speaker == "user" and ev.act != "acknowledge" \
                     and "dispreferred_answer" not in ev.phenomena:
-                out["system_gap"].append(_ms(ev.on_sample - target.off_sample, sr))
+                q = "system_gap_after_barge_in" if target.relation == "interrupts" else "system_gap"
+                out[q].append(_ms(ev.on_sample - target.off_sample, sr))
             elif ev.speaker == "user" and target.speaker == "system":
-                out["user_gap"].append(_ms(ev.on_sample - target.off_sample, sr))
+                first.setdefault(target.id, []).append(ev)
         elif ev.relation == "continues":
-            kind = ("long_pause" if "long_thinking_pause" in ev.phenomena
-                    else "hesitation_pause" if "filled_pause" in ev.phenomena else "within_turn_pause")
-            out[kind].append(_ms(ev.on_sample - target.off_sample, sr))
+            out[_pause_kind(ev, target, by_id)].append(_ms(ev.on_sample - target.off_sample, sr))
         elif ev.relation == "interrupts" and target.speaker == "system" and target.completion == "interrupted":
             out["stop_latency"].append(_ms(target.off_sample - ev.on_sample, sr))
+    for tid, answers in first.items():  # to the user's first sound (a breath or a laugh may lead)
+        if not any("silence_after_system_question" in e.phenomena for e in answers):
+            out["user_gap"].append(_ms(min(e.on_sample for e in answers) - by_id[tid].off_sample, sr))
     for w in rec.delegations:
-        out["tool_latency"].append(_ms(w.complete_sample - w.close_sample, sr))
-    out["overlap"] = [-g for g in out["system_gap"] + out["user_gap"] if g < 0]
+        out["tool_latency"].append(_ms(w.complete_sample - w.open_sample, sr))
+    out["overlap"] = [-g for g in out["system_gap"] + out["system_gap_after_barge_in"] + out["user_gap"] if g < 0]
     return out
+
+
+def _pause_kind(ev, target, by_id) -> str:
+    """Which pause law a ``continues`` event was drawn from, read back from its turn."""
+    head, chain = target, [ev, target]
+    while head.relation == "continues" and head.attach_to in by_id:
+        head = by_id[head.attach_to]
+        chain.append(head)
+    nxt = {e.attach_to: e for e in by_id.values() if e.relation == "continues"}
+    while chain[0].id in nxt:  # the rest of the turn (tags sit on its last event)
+        chain.insert(0, nxt[chain[0].id])
+    tags = {t for e in chain for t in e.phenomena}
+    last_word = target.words[-1].word.strip(",.?!，。？！、…").lower() if target.words else ""
+    if target is head and tags & LONG_PAUSE_TAGS:
+        return "long_pause"
+    if target.act == "filler" or last_word in FILLER_WORDS or (target is head and "trailing_conjunction" in tags):
+        return "hesitation_pause"
+    return "within_turn_pause"
 
 
 def timings_by_language(records: Iterable[SessionRecord]) -> dict[str, dict[str, list[float]]]:
@@ -154,9 +207,10 @@ def _frozen(dist):
 
 def target_pdf(quantity: str, laws: dict, language: str, x: np.ndarray) -> np.ndarray:
     """The target density of ``quantity`` (ms) for ``language``, as the clock draws it."""
-    shift = laws["zh_gap_offset_ms"] if language != "en" and quantity in ("system_gap", "user_gap") else 0.0
+    gaps = ("system_gap", "system_gap_after_barge_in", "user_gap")
+    shift = laws["zh_gap_offset_ms"] if language != "en" and quantity in gaps else 0.0
     y = pdf(laws[quantity], x - shift)
-    if quantity == "system_gap":
+    if quantity in ("system_gap", "system_gap_after_barge_in"):
         p = laws["system_early_start_prob"]
         y = (1 - p) * y + p * pdf(laws["system_early_start_ms"], -x)
     return y
@@ -252,4 +306,31 @@ def summary_stats(xs: list[float]) -> dict[str, float]:
     a = np.asarray(xs, dtype=float)
     return {"n": int(a.size), "median": float(np.median(a)), "mean": float(a.mean()),
             "p10": float(np.percentile(a, 10)), "p90": float(np.percentile(a, 90)),
-            "overlap_share": float((a < 0).mean())}
+            "overlap_share": float((a < 0).mean()), "mode_50ms": modal_bin(a)}
+
+
+def modal_bin(a: np.ndarray, width: float = 50.0) -> float:
+    """Centre of the most populated ``width``-ms bin (the "modal gap" of the turn-taking papers)."""
+    if not a.size:
+        return float("nan")
+    idx = np.floor(a / width).astype(int)
+    values, counts = np.unique(idx, return_counts=True)
+    return float((values[np.argmax(counts)] + 0.5) * width)
+
+
+def against_people(times: dict[str, dict[str, list[float]]]) -> list[dict]:
+    """Each published figure of ``HUMAN`` beside the measured value, per language."""
+    rows = []
+    for q, figures in HUMAN.items():
+        for kind, value, label, cite in figures:
+            for lang, d in times.items():
+                a = np.asarray(d.get(q, []), dtype=float)
+                if not a.size:
+                    continue
+                measured = {"line": modal_bin(a), "share": float((a < 0).mean()),
+                            "band": float(np.median(a))}[kind]
+                rows.append({"quantity": q, "language": lang, "figure": label, "published": value,
+                             "measured": measured, "measured_as": {"line": "modal 50 ms bin", "share":
+                                                                   "share below 0", "band": "median"}[kind],
+                             "source": cite})
+    return rows

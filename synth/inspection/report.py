@@ -21,7 +21,9 @@ from . import measures
 from .runfolder import RunFolder
 
 _TITLES = {
-    "system_gap": "system gap after a user turn", "user_gap": "user gap after the system",
+    "system_gap": "system gap after a user turn",
+    "system_gap_after_barge_in": "system reply after a barge-in (from the end of the interrupting turn)",
+    "user_gap": "user gap after the system",
     "overlap": "overlap depth at overlapped transitions",
     "within_turn_pause": "within-turn pause", "hesitation_pause": "hesitation pause (filler)",
     "long_pause": "long mid-turn pause", "stop_latency": "system stop after barge-in",
@@ -52,6 +54,8 @@ def build_report(run: RunFolder) -> dict:
                          "fillers_per_100_words": measures.FILLER_TARGET_PER_100},
         "action_balance": measures.action_balance(recs),
         "phenomena": measures.phenomenon_coverage(recs),
+        "against_people": measures.against_people(times),
+        "citations": measures.CITATIONS,
     }
 
 
@@ -77,9 +81,9 @@ def timing_figure(quantity: str, by_lang: dict[str, list[float]], laws: dict) ->
     law = laws[quantity]
     for ax, lang in zip(axes[0], langs):
         xs = np.asarray(by_lang.get(lang, []), dtype=float)
-        lo = law.low if law.low is not None else min([-800.0] + xs.tolist()) if quantity.endswith("gap") else 0.0
+        lo = law.low if law.low is not None else min([-800.0] + xs.tolist()) if "gap" in quantity else 0.0
         hi_guess = {"tool_latency": 15000.0, "long_pause": 4000.0, "hesitation_pause": 3000.0,
-                    "system_gap": 1500.0, "stop_latency": 1200.0, "overlap": 1000.0}.get(quantity, 2500.0)
+                    "system_gap": 1500.0, "system_gap_after_barge_in": 1500.0, "stop_latency": 1200.0, "overlap": 1000.0}.get(quantity, 2500.0)
         hi = min(law.high, hi_guess) if law.high is not None else hi_guess
         hi = max(hi, float(xs.max()) if xs.size else hi)
         lo = min(lo, float(xs.min()) if xs.size else lo)
@@ -88,12 +92,27 @@ def timing_figure(quantity: str, by_lang: dict[str, list[float]], laws: dict) ->
             ax.hist(xs, bins=min(60, max(20, xs.size // 2)), range=(lo, hi), density=True,
                     color="#7aa6c2", edgecolor="white", label=f"measured (n={xs.size})")
         ax.plot(grid, measures.target_pdf(quantity, laws, lang, grid), color="#c0392b", lw=2, label="target law")
+        _draw_people(ax, quantity, xs)
         ax.set_title(f"{lang}", fontsize=10)
         ax.set_xlabel("ms")
         ax.legend(fontsize=7)
     fig.suptitle(_TITLES.get(quantity, quantity), fontsize=11)
     fig.tight_layout()
     return _png(fig)
+
+
+def _draw_people(ax, quantity: str, xs: np.ndarray) -> None:
+    """The published human figures of ``quantity`` (``measures.HUMAN``), labelled with their source."""
+    for kind, value, label, cite in measures.HUMAN.get(quantity, []):
+        who = measures.CITATIONS[cite].split(" (")[0].split(",")[0]
+        year = measures.CITATIONS[cite].split("(")[1].split(")")[0] if "(" in measures.CITATIONS[cite] else ""
+        text = f"{label} ({who} {year})".replace(" ()", "")
+        if kind == "line":
+            ax.axvline(value, color="#2c7a2c", ls="--", lw=1.5, label=text)
+        elif kind == "band":
+            ax.axvspan(value[0], value[1], color="#2c7a2c", alpha=0.12, label=text)
+        elif kind == "share" and xs.size:
+            ax.plot([], [], " ", label=f"{text}; here {float((xs < 0).mean()):.0%}")
 
 
 def bar_figure(title: str, values: dict[str, float], xlabel: str = "", horizontal: bool = False) -> bytes:
@@ -174,6 +193,10 @@ def render_html(rep: dict, figs: dict[str, bytes]) -> str:
         "<h2>Timing against the targets (LABELS.md §3)</h2>",
         _table(timing_rows, ["language", "quantity", "n", "median ms", "p10 ms", "p90 ms", "target median ms"]),
         *[f"<h3>{html.escape(_TITLES[q])}</h3>{img(q)}" for q in measures.QUANTITIES],
+        "<h2>Against people (published human figures)</h2>",
+        _table([[r["language"], r["quantity"], r["figure"], _fmt(r["published"]), _fmt(r["measured"]),
+                 r["measured_as"], r["source"]] for r in rep.get("against_people", [])],
+               ["language", "quantity", "published figure", "published", "measured", "measured as", "source"]),
         "<h2>Backchannel and filler rates</h2>",
         _table(rate_rows, ["language", "user backchannels / system-speech min", "target",
                            "fillers / 100 en words (target 1.5–3)", "fillers / 100 zh words (target ≈1.1)", "words"]),
@@ -184,6 +207,8 @@ def render_html(rep: dict, figs: dict[str, bytes]) -> str:
         "<h2>Rejects by reason</h2>",
         img("rejects") if "rejects" in figs else "<p>No rejects.</p>",
         _table([[k, v] for k, v in rep["rejects_by_reason"].items()], ["stage:reason", "count"]),
+        "<h2>References</h2><ul>" + "".join(f"<li>[{html.escape(k)}] {html.escape(v)}</li>"
+                                             for k, v in rep.get("citations", {}).items()) + "</ul>",
         f"<script type=\"application/json\" id=\"report-data\">{html.escape(json.dumps(rep))}</script>",
     ]
     style = ("body{font-family:sans-serif;max-width:1300px;margin:2em auto;color:#222}"
@@ -235,6 +260,20 @@ def print_summary(rep: dict, console) -> None:
         t.add_row(lang, f"{r['user_backchannels_per_min']:.2f}", f"{r['fillers_per_100_en_words']:.2f}",
                   f"{r['fillers_per_100_zh_words']:.2f}")
     console.print(t)
+    t = Table(title="against people: published human figures beside the measured values")
+    langs = sorted({r["language"] for r in rep.get("against_people", [])})
+    for c in ("quantity", "published figure [source]", *langs):
+        t.add_column(c)
+    rows: dict[tuple, dict] = {}
+    for r in rep.get("against_people", []):
+        rows.setdefault((r["quantity"], r["figure"], r["source"], r["measured_as"]), {})[r["language"]] = r["measured"]
+    for (q, figure, cite, how), by_lang in rows.items():
+        fmt = (lambda v: f"{v:.0%}") if how == "share below 0" else (lambda v: f"{v:.0f} ms")
+        t.add_row(q, escape(f"{figure} [{cite}]"), *[f"{fmt(by_lang[x])} ({how})" if x in by_lang else "–"
+                                                    for x in langs])
+    console.print(t)
+    for k, v in rep.get("citations", {}).items():
+        console.print(escape(f"[{k}] {v}"), highlight=False)
     console.print("actions: " + ", ".join(f"{k} {v:.1%}" for k, v in rep["action_balance"].items()))
     flat = {pid: n for fam in rep["phenomena"].values() for pid, n in fam.items()}
     console.print(f"phenomena: {sum(1 for n in flat.values() if n)} of {len(flat)} items seen; missing: "
