@@ -140,6 +140,7 @@ class Frame(Model):
     corrections: list[Correction] = Field(min_length=1)
     delegations: list[Delegation] = Field(default_factory=list)
     dictation: list[Dictation] = Field(default_factory=list)
+    openings: Texts = Field(default_factory=list, description="proactive openings that lead into this request")
 
     @model_validator(mode="after")
     def _slots_resolve(self):
@@ -166,6 +167,8 @@ class Frame(Model):
         body = self.model_dump(include={"request", "followups", "new_requests", "dictation", "topic"})
         for where, text in _texts(body):
             _need_known(text, known, where)
+        for text in self.openings:
+            _need_known(text, known | {"user"}, "openings")
         for c in self.corrections:
             if c.slot not in self.slots or len(self.slots[c.slot]) < 2:
                 raise ValueError(f"corrections: slot {c.slot!r} needs at least two values")

@@ -567,7 +567,8 @@ class _Builder:
         opening = None
         if self.rate("proactive_opening"):
             name = self.seed.personas.user.name
-            opening = self.add("system", "opening", fill(self.choose(s.blk.openings), {**s.values, "user": name}),
+            pool = s.frame.openings or s.blk.openings  # one that leads into this frame's request, else a general one
+            opening = self.add("system", "opening", fill(self.choose(pool), {**s.values, "user": name}),
                                "take", phenomena=["proactive_opening"])
         last = self.exchange(opening, first=True)
         for i in range(1, n):
