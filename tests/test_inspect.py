@@ -68,6 +68,10 @@ def test_report_html_embeds_its_plots_and_matches_the_run(run_dir, tmp_path):
     assert "target median ms" in html
     flat = {p: n for fam in rep["phenomena"].values() for p, n in fam.items()}
     assert {p: n for p, n in flat.items() if n} == stats["phenomena"]
+    div = rep["diversity"]["all"]  # the content figures, read back from the records
+    assert "content diversity" in r.stdout and "distinct system bigrams" in html
+    assert div["sessions"] == rep["sessions"] and div["system_utterances"] >= 2 * rep["sessions"]
+    assert 0 < div["distinct_system_bigrams"] <= 1 and 0 < div["distinct_system_utterances"] <= 1
 
 
 def test_measured_gaps_follow_the_clock_rules(run_dir):

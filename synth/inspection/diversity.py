@@ -88,3 +88,26 @@ def meets_targets(d: dict) -> dict[str, bool]:
     return {"distinct_system_utterances": d["distinct_system_utterances"] >= TARGETS["distinct_system_utterances"],
             "distinct_system_bigrams": d["distinct_system_bigrams"] >= TARGETS["distinct_system_bigrams"],
             "top_opening_share": d["top_opening_share"] <= TARGETS["top_opening_share"]}
+
+
+_ADDED = {"filler", "laughter", "breath", "sigh", "cough", "throat_clear", "thinking_sound", "false_start",
+          "self_repair", "media"}
+"""Acts the paralinguistic pass adds: not lines of the planner."""
+
+
+def record_utterances(rec) -> list[tuple[str, str]]:
+    """A written session's utterances as ``(speaker, text)``: the planned line of every spoken
+    event (what was cut by a barge-in included), the pieces of a turn joined."""
+    out: list[list[str]] = []
+    where: dict[str, int] = {}
+    for e in rec.events:
+        if e.speaker not in ("user", "system", "third_party") or e.act in _ADDED or e.text.startswith("["):
+            continue
+        text = " ".join(t for t in (e.text, e.text_after_cut) if t)
+        if e.relation == "continues" and e.attach_to in where:
+            out[where[e.attach_to]][1] += " " + text
+            where[e.id] = where[e.attach_to]
+        else:
+            where[e.id] = len(out)
+            out.append([e.speaker, text])
+    return [(s, t) for s, t in out]

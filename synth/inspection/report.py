@@ -55,6 +55,7 @@ def build_report(run: RunFolder) -> dict:
         "action_balance": measures.action_balance(recs),
         "phenomena": measures.phenomenon_coverage(recs),
         "against_people": measures.against_people(times),
+        "diversity": _diversity(recs),
         "citations": measures.CITATIONS,
     }
 
@@ -197,6 +198,12 @@ def render_html(rep: dict, figs: dict[str, bytes]) -> str:
         _table([[r["language"], r["quantity"], r["figure"], _fmt(r["published"]), _fmt(r["measured"]),
                  r["measured_as"], r["source"]] for r in rep.get("against_people", [])],
                ["language", "quantity", "published figure", "published", "measured", "measured as", "source"]),
+        "<h2>What the conversations say (CONTENT.md diversity)</h2>",
+        _table([[k, d["sessions"], d["distinct_system_utterances"], d["distinct_system_bigrams"],
+                 f"{d['top_opening_share']:.1%}", html.escape(d["top_opening"])]
+                for k, d in rep.get("diversity", {}).items() if k != "targets"],
+               ["sessions", "n", "distinct system utterances (≥ 0.6)", "distinct system bigrams (≥ 0.35)",
+                "most common opening (≤ 1 %)", "that opening"]),
         "<h2>Backchannel and filler rates</h2>",
         _table(rate_rows, ["language", "user backchannels / system-speech min", "target",
                            "fillers / 100 en words (target 1.5–3)", "fillers / 100 zh words (target ≈1.1)", "words"]),
@@ -216,6 +223,17 @@ def render_html(rep: dict, figs: dict[str, bytes]) -> str:
              "font-size:13px}th{background:#eef}img{max-width:100%;display:block;margin:.5em 0}")
     return (f"<!doctype html><html><head><meta charset=\"utf-8\"><title>report {html.escape(rep['run'])}</title>"
             f"<style>{style}</style></head><body>{''.join(parts)}</body></html>")
+
+
+def _diversity(recs) -> dict:
+    """CONTENT.md's diversity figures, over all sessions and per language, with the targets."""
+    from .diversity import TARGETS, diversity, record_utterances
+
+    out = {"all": diversity(record_utterances(r) for r in recs)}
+    for lang in sorted({r.language for r in recs}):
+        out[lang] = diversity(record_utterances(r) for r in recs if r.language == lang)
+    out["targets"] = TARGETS
+    return out
 
 
 def write_report(run: RunFolder, html_path: Path) -> dict:
@@ -274,6 +292,14 @@ def print_summary(rep: dict, console) -> None:
     console.print(t)
     for k, v in rep.get("citations", {}).items():
         console.print(escape(f"[{k}] {v}"), highlight=False)
+    t = Table(title="content diversity (CONTENT.md: utterances >= 0.6, bigrams >= 0.35, top opening <= 1 %)")
+    for c in ("sessions", "n", "distinct system utterances", "distinct system bigrams", "top opening share"):
+        t.add_column(c)
+    for k, d in rep.get("diversity", {}).items():
+        if k != "targets":
+            t.add_row(k, str(d["sessions"]), f"{d['distinct_system_utterances']:.3f}",
+                      f"{d['distinct_system_bigrams']:.3f}", f"{d['top_opening_share']:.1%}")
+    console.print(t)
     console.print("actions: " + ", ".join(f"{k} {v:.1%}" for k, v in rep["action_balance"].items()))
     flat = {pid: n for fam in rep["phenomena"].values() for pid, n in fam.items()}
     console.print(f"phenomena: {sum(1 for n in flat.values() if n)} of {len(flat)} items seen; missing: "
