@@ -125,7 +125,12 @@ def main() -> int:
         try:
             if args.mode == "plan":
                 scripted = ScriptedPlanner().plan(seed, sid, stream(args.seed, sid, "plan"))
-                reply = from_plan(scripted)
+                try:
+                    reply = from_plan(scripted)
+                except ValueError:  # more events than the reply format allows (40)
+                    invalid["length"] += 1
+                    counts["invalid"] += 1
+                    continue
                 errs = check_plan(reply, seed, [], 40)
                 if errs:
                     invalid.update(re.findall(r"\(rule \d+: (\w+)\)", errs[0])[:1] or ["other"])

@@ -850,3 +850,11 @@ def test_real_server_fill(tmp_path):
     for o in outcomes:
         if not isinstance(o, SessionReject):
             assert o.planner_meta["mode"] == "fill"
+
+
+def test_config_modes_and_prompt_versions():
+    assert LLMConfig(model="m").prompt == "plan-v2" and LLMConfig(model="m", mode="fill").prompt == "fill-v1"
+    with pytest.raises(ValueError, match="not a prompt of mode"):
+        LLMConfig(model="m", mode="fill", prompt_version="plan-v2")
+    with pytest.raises(ValueError, match="required_min"):
+        LLMConfig(model="m", required_min=5, required_max=4)
