@@ -227,3 +227,26 @@ def test_each_domain_has_its_own_people_places_and_numbers():
             blk = getattr(domain_content(d), lang.replace("-", "_"))
             big = [k for f in blk.frames for k, v in f.slots.items() if len(v) >= 6]
             assert len(big) >= len(blk.frames), (d, lang)
+
+
+def test_repeated_lines_are_the_lines_that_were_missed():
+    """A repeat after 'say that again' is the cut answer, a repair repeat the whole user turn."""
+    seen = {"repeat": 0, "repair_repeat": 0}
+    for plan in plans():
+        events = {e.id: e for e in plan.events}
+        for e in plan.events:
+            if e.act == "repeat":
+                cut = events[events[e.attach_to].attach_to]
+                assert e.text == cut.text and cut.speaker == "system"
+                seen["repeat"] += 1
+            elif e.act == "repair_repeat":
+                clarify = events[e.attach_to]
+                turn, last = [], events[clarify.attach_to]
+                while True:
+                    turn.insert(0, last)
+                    if last.relation != "continues":
+                        break
+                    last = events[last.attach_to]
+                assert [w.text for x in turn for w in x.words] == [w.text for w in e.words]
+                seen["repair_repeat"] += 1
+    assert min(seen.values()) >= 3, seen
