@@ -261,3 +261,15 @@ def test_backchannels_keep_800_ms_apart():
 def test_plan_rules_refuse_with_the_event_id(events, needle):
     with pytest.raises(ValueError, match=re.escape(needle)):
         _plan(events)
+
+
+def test_system_never_takes_the_floor_inside_a_user_turn():
+    """R5 for a plan the rules accept: the user speaks again (u1) before the system answers u0."""
+    for seed in range(10):
+        plan = _plan([ev("u0", "user", "request", "take", n=2), ev("u1", "user", "more", "take", n=12),
+                      ev("s1", "system", "answer", "take", "responds_to", "u0")])
+        tl = _place(plan, seed).timeline
+        by = {e.id: e for e in tl.events}
+        s1, u1 = by["s1"], by["u1"]
+        assert not (u1.on_sample < s1.on_sample < u1.off_sample) or s1.overlap_ok
+        assert qa.check_labels(tl, _labels(frame_channels(tl, 80), 80), 80, 60000) == []

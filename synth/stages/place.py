@@ -144,6 +144,7 @@ class Clock:
         self.work: dict[str, dict] = {}
         self.draws: list[Draw] = []
         self.dropped: dict[str, str] = {}
+        self.floor_guard = 0  # while redrawing a system onset: the end of the user turn it fell into
         self.stand_in: dict[str, str | None] = {}  # dropped event -> the placed event that anchors its dependents
 
     def ms(self, x: float) -> int:
@@ -169,6 +170,7 @@ class Clock:
             on = self._onset(ev, slot, rng)
             if on is None:
                 continue
+            on = self._outside_user_floor(ev, slot, on, rng)
             slot.on = max(on, self._free(ev.speaker))
             self.slots[ev.id] = slot
             self.order.append(ev.id)
@@ -179,9 +181,47 @@ class Clock:
         return self._finish()
 
     def _free(self, speaker: str) -> int:
-        """Earliest onset for ``speaker``: their last sound as placed (cut events as cut) + 50 ms."""
+        """Earliest onset for ``speaker``: their last sound as placed (cut events as cut) + 50 ms;
+        for the system also the end of a user turn it must not start inside (``_outside_user_floor``)."""
         offs = [s.off for s in self.slots.values() if s.ev.speaker == speaker]
-        return max(offs) + self.ms(MIN_SELF_GAP_MS) if offs else 0
+        free = max(offs) + self.ms(MIN_SELF_GAP_MS) if offs else 0
+        return max(free, self.floor_guard) if speaker == "system" else free
+
+    def _outside_user_floor(self, ev: PlannedEvent, slot: _Slot, on: int, rng) -> int:
+        """R5: a system turn never starts inside a user turn (outside the authored overlaps). A
+        gap drawn into one is drawn again, conditioned on starting after that turn."""
+        if ev.speaker != "system" or ev.floor_intent == "none" or ev.relation == "continues":
+            return on
+        redraw = ev.relation in (None, "responds_to", "addresses_other") and ev.id not in self.progress
+        for _ in range(8):
+            if slot.overlap_ok:
+                return on
+            inside = [off for start, off in self._user_turns() if start < on < off]
+            if not inside:
+                return on
+            self.floor_guard = max(inside)
+            if not redraw:
+                break
+            if self.draws and self.draws[-1].event_id == ev.id:
+                self.draws.pop()
+            on = self._onset(ev, slot, rng)
+        self.floor_guard = 0
+        return max(on, max(inside)) if inside else on
+
+    def _user_turns(self) -> list[tuple[int, int]]:
+        """``(on, off)`` of every placed user turn (a chain of floor events linked by ``continues``)."""
+        head: dict[str, str] = {}
+        spans: dict[str, list[int]] = {}
+        for eid in self.order:
+            s = self.slots[eid]
+            if s.ev.speaker != "user" or s.ev.floor_intent == "none":
+                continue
+            h = head.get(s.ev.attach_to or "") if s.ev.relation == "continues" else None
+            h = h or eid
+            head[eid] = h
+            span = spans.setdefault(h, [s.on, s.off])
+            span[0], span[1] = min(span[0], s.on), max(span[1], s.off)
+        return [tuple(v) for v in spans.values()]
 
     def _drop(self, ev: PlannedEvent, why: str, stand_in: str | None) -> None:
         self.dropped[ev.id] = why
