@@ -127,7 +127,10 @@ class Script:
         self.log["frames"].append({"id": frame.id, "slots": dict(self.values)})
 
     def say(self, text: str, **extra: str) -> str:
-        return fill(text, {**self.values, **extra})
+        """The line with the session's values; a line that now starts with a value in lower case
+        ("the Elm Street surgery has ...") starts with a capital."""
+        line = fill(text, {**self.values, **extra})
+        return line[:1].upper() + line[1:] if line[:1].islower() and text[:1] == "{" else line
 
     def pickc(self, key: str):
         return self.choose(self.common[key])
