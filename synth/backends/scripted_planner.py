@@ -76,6 +76,11 @@ def _tasks(frames: list[Frame], seed: ScenarioSeed) -> list[tuple[Frame, Delegat
     return [(f, d) for f in frames for d in f.delegations if d.tool in tools]
 
 
+def _line(text: str, values: dict[str, str]) -> str:
+    line = fill(text, values)
+    return line[:1].upper() + line[1:] if line[:1].islower() and text[:1] == "{" else line
+
+
 @dataclass
 class Task:
     """A delegation of the session with its slot values (the frame's and its own)."""
@@ -85,7 +90,7 @@ class Task:
     frame_id: str = ""
 
     def say(self, text: str) -> str:
-        return fill(text, self.values)
+        return _line(text, self.values)
 
 
 @dataclass
@@ -129,8 +134,7 @@ class Script:
     def say(self, text: str, **extra: str) -> str:
         """The line with the session's values; a line that now starts with a value in lower case
         ("the Elm Street surgery has ...") starts with a capital."""
-        line = fill(text, {**self.values, **extra})
-        return line[:1].upper() + line[1:] if line[:1].islower() and text[:1] == "{" else line
+        return _line(text, {**self.values, **extra})
 
     def pickc(self, key: str):
         return self.choose(self.common[key])
