@@ -8,7 +8,7 @@ Over the planned or written sessions of a run:
 - ``distinct_system_bigrams``: distinct word bigrams / all bigrams of system text, English counted
   per word (lower case), Chinese per character, bigrams inside one utterance (distinct-2);
 - ``top_opening_share``: the share of sessions that open with the most common opening user line
-  (the first user utterance of the session), with that line; ``shared_opening_share``: the share
+  (the first user utterance to the system: self-talk and side talk are asides), with that line; ``shared_opening_share``: the share
   of sessions whose opening line another session also opens with.
 """
 
@@ -79,9 +79,14 @@ def plan_utterances(plan) -> list[tuple[str, str]]:
             out[i][1] += (" " if e.text[:1].isascii() else "") + e.text
         else:
             i = len(out)
-            out.append([e.speaker, e.text])
+            out.append([_aside(e), e.text])
         where[e.id] = i
     return [(s, t) for s, t in out]
+
+
+def _aside(e) -> str:
+    """Talk to someone else (self-talk, side talk) is not a line to the system: speaker ``aside``."""
+    return "aside" if e.relation == "addresses_other" else e.speaker
 
 
 def meets_targets(d: dict) -> dict[str, bool]:
@@ -109,5 +114,5 @@ def record_utterances(rec) -> list[tuple[str, str]]:
             where[e.id] = where[e.attach_to]
         else:
             where[e.id] = len(out)
-            out.append([e.speaker, text])
+            out.append([_aside(e), text])
     return [(s, t) for s, t in out]
