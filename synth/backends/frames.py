@@ -30,6 +30,7 @@ LANGS = ("en", "zh", "en-zh")
 _FIELD = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 _MARKUP = re.compile(r"[\[\]<>*#_~`|\\]|[\U0001F300-\U0001FAFF\u2600-\u27BF]|\{(?![a-z_][a-z0-9_]*\})")
 _LATIN = re.compile(r"[A-Za-z]")
+_HAN = re.compile(r"[\u3400-\u9fff]")
 USER_WORDS, SYSTEM_WORDS = (2, 28), (4, 60)
 RESERVED = {"topic", "task", "old", "new", "user"}
 """Field names the planner fills itself; a slot may not be called that."""
@@ -281,7 +282,7 @@ def _line_problems(text: str, lang: str, where: str, key: str) -> list[str]:
         out.append(f"{where}: Chinese in an en line: {text!r}")
     if lang == "zh" and _LATIN.search(text):
         out.append(f"{where}: Latin letters in a zh line (spell numbers and names in Chinese): {text!r}")
-    if lang in ("zh", "en-zh") and not CJK.search(text) and key not in ("completion",):
+    if lang in ("zh", "en-zh") and not _HAN.search(text) and key not in ("completion",):
         out.append(f"{where}: no Chinese in a {lang} line: {text!r}")
     if re.search(r"\d", text):
         out.append(f"{where}: digits in speech (write numbers as they are said): {text!r}")

@@ -76,8 +76,27 @@ def _tasks(frames: list[Frame], seed: ScenarioSeed) -> list[tuple[Frame, Delegat
     return [(f, d) for f in frames for d in f.delegations if d.tool in tools]
 
 
+_A_AN = re.compile(r"\b([Aa])(n?) ([A-Za-z][\w'-]*)")
+_VOWEL_SOUND_EXCEPT = ("uni", "use", "usu", "uti", "eu", "one", "once", "ur")
+_SILENT_H = ("hour", "honest", "honour", "honor", "heir", "herb")
+
+
+def _article(m: re.Match) -> str:
+    """'a' or 'an' as the next word is said, where a slot value follows the article."""
+    a, n, word = m.group(1), m.group(2), m.group(3)
+    low = word.lower()
+    if word.isupper() and len(word) > 1:  # an SMS, an MRI, a UK number: letters as said; leave them
+        return m.group(0)
+    vowel = (low[0] in "aeiou" and not low.startswith(_VOWEL_SOUND_EXCEPT)) or low.startswith(_SILENT_H)
+    return f"{a}{'n' if vowel else ''} {word}"
+
+
 def _line(text: str, values: dict[str, str]) -> str:
+    """A template with the session's values: an article before a value agrees with it, and a line
+    that starts with a value in lower case ("the Elm Street surgery has ...") gets its capital."""
     line = fill(text, values)
+    if re.search(r"\b[Aa]n? \{", text):
+        line = _A_AN.sub(_article, line)
     return line[:1].upper() + line[1:] if line[:1].islower() and text[:1] == "{" else line
 
 
