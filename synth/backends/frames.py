@@ -282,7 +282,7 @@ def _line_problems(text: str, lang: str, where: str, key: str) -> list[str]:
         out.append(f"{where}: Chinese in an en line: {text!r}")
     if lang == "zh" and _LATIN.search(text):
         out.append(f"{where}: Latin letters in a zh line (spell numbers and names in Chinese): {text!r}")
-    if lang in ("zh", "en-zh") and not _HAN.search(text) and key not in ("completion",):
+    if lang in ("zh", "en-zh") and not _HAN.search(text) and key not in ("completion", "chunks"):
         out.append(f"{where}: no Chinese in a {lang} line: {text!r}")
     if re.search(r"\d", text):
         out.append(f"{where}: digits in speech (write numbers as they are said): {text!r}")
