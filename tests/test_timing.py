@@ -1,6 +1,6 @@
 """The timing contract on placed sessions (LABELS.md §3), not only on the laws.
 
-400 sessions of ``pipelines/phenomena.yaml`` are planned (through the planner interface), given
+600 sessions of ``pipelines/phenomena.yaml`` are planned (through the planner interface), given
 their paralinguistic pass, "rendered" as tone bursts with word lengths of speech (the clock
 only reads lengths, word times and energy), and placed. Each quantity is then measured on the
 timeline, the way a user of the data would measure it, and compared with its law by the
@@ -53,7 +53,7 @@ from synth.stages.place import place
 
 ROOT = Path(__file__).resolve().parents[1]
 PIPELINE = ROOT / "pipelines" / "phenomena.yaml"
-SESSIONS = 400
+SESSIONS = 600
 SR = 16000
 SOUND_MS = {"laughter": 800, "breath": 450, "sigh": 650, "cough": 350, "throat_clear": 400, "media": 5000}
 
