@@ -44,7 +44,6 @@ from scipy import stats
 
 from synth.backends.planner import make_planner
 from synth.backends.tts import Rendered, WordTime
-from synth.errors import SessionReject
 from synth.inspection import measures
 from synth.io.config_files import load_pipeline, load_seeds
 from synth.rng import stream

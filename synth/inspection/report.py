@@ -83,8 +83,8 @@ def timing_figure(quantity: str, by_lang: dict[str, list[float]], laws: dict) ->
     for ax, lang in zip(axes[0], langs):
         xs = np.asarray(by_lang.get(lang, []), dtype=float)
         lo = law.low if law.low is not None else min([-800.0] + xs.tolist()) if "gap" in quantity else 0.0
-        hi_guess = {"tool_latency": 15000.0, "long_pause": 4000.0, "hesitation_pause": 3000.0,
-                    "system_gap": 1500.0, "system_gap_after_barge_in": 1500.0, "stop_latency": 1200.0, "overlap": 1000.0}.get(quantity, 2500.0)
+        hi_guess = {"tool_latency": 15000.0, "long_pause": 4000.0, "hesitation_pause": 3000.0, "system_gap": 1500.0,
+                    "system_gap_after_barge_in": 1500.0, "stop_latency": 1200.0, "overlap": 1000.0}.get(quantity, 2500.0)
         hi = min(law.high, hi_guess) if law.high is not None else hi_guess
         hi = max(hi, float(xs.max()) if xs.size else hi)
         lo = min(lo, float(xs.min()) if xs.size else lo)

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..schema.labels import RELEASE, TAKE, FrameLabels
 from ..schema.timeline import Timeline
-from .label import frame_channels, period_samples, span_frames, turns_of, vad_frames
+from .label import frame_channels, period_samples, span_frames, turns_of
 
 
 def check_labels(tl: Timeline, labels: FrameLabels, frame_period_ms: int, ttl_ms: float) -> list[str]:
