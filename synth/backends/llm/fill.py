@@ -48,6 +48,7 @@ class Item:
     hi: int
     line: str
     zh: bool
+    spoken: bool = True
 
     @property
     def max_chars(self) -> int:
@@ -55,9 +56,10 @@ class Item:
 
 
 def _limits(draft: str, cap: int, floor: int = 1) -> tuple[int, int]:
-    w = max(1.0, words_of(draft))
+    """A text's word range: half to 1.6 times its draft, within the cap (never below the draft + 2)."""
+    w = max(1, words_of(draft))
     lo = max(1, min(math.floor(0.5 * w), cap))
-    hi = max(lo, min(cap, max(math.ceil(w) + 4, math.ceil(1.6 * w))))
+    hi = max(lo, w + 2, min(cap, max(w + 4, math.ceil(1.6 * w))))
     return max(lo, min(floor, hi)), hi
 
 
@@ -162,7 +164,7 @@ def build_items(plan: Plan, lang: str) -> tuple[list[Item], dict[str, list[tuple
             key = f"{w.work_id}_{name}"
             line = (f"{key} | backend | {name} | {desc} | - | {lo}-{hi} {words_label} | "
                     f"draft: {json.dumps(text, ensure_ascii=False)}")
-            items.append(Item(key, text, lo, hi, line, zh))
+            items.append(Item(key, text, lo, hi, line, zh, spoken=False))
     return items, anchors
 
 
@@ -173,6 +175,7 @@ def fill_schema(items: list[Item]) -> dict:
 
 
 def check_item(it: Item, text, language: str) -> list[str]:
+    """A text's errors: empty, length, language (spoken lines only: work fields are backend text), markup."""
     if not isinstance(text, str) or not text.replace(MARK, "").strip():
         return [f"{it.key}: empty or not a string"]
     clean = text.replace(MARK, " ")
@@ -180,6 +183,8 @@ def check_item(it: Item, text, language: str) -> list[str]:
     n = words_of(clean)
     if not it.lo <= n <= it.hi:
         errs.append(f"{it.key}: {n:.0f} words; write {it.lo}-{it.hi}")
+    if not it.spoken:
+        language = "en-zh"  # tool names and ids are Latin in any language
     if language == "en" and CJK.search(clean):
         errs.append(f"{it.key}: English only, but it has Chinese characters")
     if language == "zh" and _LATIN.search(clean):
@@ -372,7 +377,7 @@ def fill_plan(planner, seed: ScenarioSeed, session_id: str, rng: np.random.Gener
 def _shorter(it: Item) -> Item:
     """The same text asked for in three quarters of the words."""
     hi = max(it.lo, math.floor(0.75 * it.hi))
-    return Item(it.key, it.draft, it.lo, hi, it.line, it.zh)
+    return Item(it.key, it.draft, it.lo, hi, it.line, it.zh, it.spoken)
 
 
 def _repair(errors: list[str], todo: list[Item], lang: str) -> str:

@@ -101,10 +101,12 @@ RULES: dict[str, tuple[str, str]] = {
               "continues; none for backchannels_on, addresses_other and every third_party event",
               "floor_intent：responds_to、interrupts、delivers_result_of 和第一个事件为 take；continues 为 hold；"
               "backchannels_on、addresses_other 和第三方的事件为 none"),
-    "interrupts": (f"interrupts: a user event cutting into a system event of at least {ANCHOR_MIN_WORDS} words; "
-                   "attach_text is where the user starts (its first word counts), and at least 2 more words of the "
-                   "system event follow that word (they are cut off)",
-                   f"interrupts：用户打断系统的一个事件（至少 {ANCHOR_MIN_WORDS} 个词）；attach_text 是用户开口的位置"
+    "interrupts": (f"interrupts: a user event cutting into a system event of at least {ANCHOR_MIN_WORDS} words, "
+                   "the last of its turn (nothing continues it), once, before anything responds to it; attach_text "
+                   "is where the user starts (its first word counts), and at least 2 more words of the system event "
+                   "follow that word (they are cut off)",
+                   f"interrupts：用户打断系统的一个事件（至少 {ANCHOR_MIN_WORDS} 个词），它是该话轮的最后一个事件"
+                   "（没有 continues 接着它），只能被打断一次，且在任何回应它的事件之前；attach_text 是用户开口的位置"
                    "（以它的第一个词为准），这个词后面至少还要有 2 个词（被打断、没说出来）"),
     "backchannels": (f"backchannels_on: a short event (at most {BACKCHANNEL_MAX} words) of another speaker during "
                      f"an event of at least {ANCHOR_MIN_WORDS} words; attach_text is the words right after which "
@@ -371,6 +373,13 @@ def _relation_rules(at: str, ev: LLMEvent, target: LLMEvent, before: list[LLMEve
                                               f"continuation (got {[e.id for e in between]})"))
     elif rel in ("interrupts", "backchannels_on"):
         errs += _anchor_rules(at, ev, target)
+        if rel == "interrupts":
+            after = before[[e.id for e in before].index(target.id) + 1:]
+            earlier = [e.id for e in after if e.attach_to == target.id
+                       and e.relation in ("interrupts", "responds_to", "continues")]
+            if earlier:
+                errs.append(_err(at, "interrupts", f"{target.id!r} is already continued, answered or interrupted "
+                                                   f"by {earlier[0]!r}"))
     return errs
 
 
