@@ -20,7 +20,7 @@ from pydantic import Field, StringConstraints, ValidationError
 
 from ...schema.common import FloorIntent, Model
 from ...schema.phenomena import REGISTRY, resolve_rates
-from ...schema.plan import PauseKind, Plan, PlannedEvent, PlannedWork
+from ...schema.plan import PauseKind, Plan, PlannedEvent, PlannedWork, join_words
 from ...schema.seed import ScenarioSeed
 from ...text import CJK, tokenize
 
@@ -501,8 +501,7 @@ def from_plan(plan: Plan) -> LLMPlan:
     for e in plan.events:
         anchor = None
         if e.relation in ("interrupts", "backchannels_on") and e.attach_to in by_id:
-            words = by_id[e.attach_to].words
-            anchor = words[min(e.attach_word or 0, len(words) - 1)].text.strip(",.?!;:，。？！；：、…")
+            anchor = _anchor_text(by_id[e.attach_to], e.attach_word or 0, e.relation)
         events.append(LLMEvent(id=e.id, speaker=e.speaker, act=e.act, text=e.text, floor_intent=e.floor_intent,
                                relation=e.relation, attach_to=e.attach_to, attach_text=anchor,
                                pause_before=e.pause_before,
@@ -512,3 +511,15 @@ def from_plan(plan: Plan) -> LLMPlan:
                     outcome=w.outcome, opened_by=w.opened_by, cancelled_by=w.cancelled_by,
                     progress_by=w.progress_by, progress_text=w.progress_text) for w in plan.work]
     return LLMPlan(events=events, work=work)
+
+
+def _anchor_text(target: PlannedEvent, k: int, relation: str) -> str:
+    """The shortest phrase of ``target`` that ``anchor_word`` resolves back to word ``k``."""
+    words = target.words
+    k = min(k, len(words) - 1)
+    for n in range(1, 6):
+        span = range(k, min(len(words), k + n)) if relation == "interrupts" else range(max(0, k - n + 1), k + 1)
+        phrase = join_words([words[i] for i in span]).strip(",.?!;:，。？！；：、… ")
+        if phrase and anchor_word(target.text, phrase, relation) == k:
+            return phrase
+    return words[k].text.strip(",.?!;:，。？！；：、…") or words[k].text
