@@ -858,3 +858,10 @@ def test_config_modes_and_prompt_versions():
         LLMConfig(model="m", mode="fill", prompt_version="plan-v2")
     with pytest.raises(ValueError, match="required_min"):
         LLMConfig(model="m", required_min=5, required_max=4)
+
+
+def test_schema_string_lengths_can_be_left_out_for_grammar_engines(seed, tmp_path):
+    with ChatServer(lambda body, i: Reply(json.dumps(good_plan()))) as srv:
+        plan_one(planner(srv.url, tmp_path, schema_string_lengths=False), seed)
+    sent = json.dumps(srv.requests[0]["response_format"])
+    assert "maxLength" not in sent and "maxItems" in sent  # lengths are checked on the reply instead

@@ -254,6 +254,9 @@ class LLMConfig(Model):
     prompt_language: Literal["auto", "en", "zh"] = "auto"
     response_format: Literal["auto", "json_schema", "json_object", "plain"] = "auto"
     json_schema_strict: bool = Field(default=True, description="``strict`` of the json_schema mode")
+    schema_string_lengths: bool = Field(
+        default=True, description="send maxLength/minLength in response_format; false for grammar engines "
+                                  "(llama.cpp) where long length bounds make sampling very slow")
     temperature: float = Field(default=0.9, ge=0, le=2)
     top_p: float = Field(default=0.95, gt=0, le=1)
     max_tokens: int = Field(default=4096, ge=256, description="ceiling of any one request's max_tokens")

@@ -109,6 +109,8 @@ class ChatClient:
                 name: str = "plan") -> dict:
         """The request body; ``max_tokens`` is the request's own (derived from what it asks for)."""
         cfg = self.cfg
+        if not cfg.schema_string_lengths:
+            schema = _without_lengths(schema)
         req = {"model": cfg.model, "messages": messages, "temperature": cfg.temperature,
                "top_p": cfg.top_p, "max_tokens": min(max_tokens, cfg.max_tokens), "seed": seed}
         if mode == "json_schema":
@@ -184,6 +186,15 @@ class ChatClient:
     def _unavailable(self, e: Exception) -> EndpointError:
         return EndpointError(f"planner.llm.base_url: {self.cfg.base_url}: {type(e).__name__} after "
                              f"{self.cfg.max_retries} retries ({_short(e)})")
+
+
+def _without_lengths(node):
+    """The schema less ``maxLength``/``minLength`` (the reply is checked for lengths anyway)."""
+    if isinstance(node, dict):
+        return {k: _without_lengths(v) for k, v in node.items() if k not in ("maxLength", "minLength")}
+    if isinstance(node, list):
+        return [_without_lengths(v) for v in node]
+    return node
 
 
 class _ModeRefused(Exception):
