@@ -91,13 +91,13 @@ def _article(m: re.Match) -> str:
     return f"{a}{'n' if vowel else ''} {word}"
 
 
-def _line(text: str, values: dict[str, str]) -> str:
+def _line(text: str, values: dict[str, str], start: bool = True) -> str:
     """A template with the session's values: an article before a value agrees with it, and a line
     that starts with a value in lower case ("the Elm Street surgery has ...") gets its capital."""
     line = fill(text, values)
     if re.search(r"\b[Aa]n? \{", text):
         line = _A_AN.sub(_article, line)
-    return line[:1].upper() + line[1:] if line[:1].islower() and text[:1] == "{" else line
+    return line[:1].upper() + line[1:] if start and line[:1].islower() and text[:1] == "{" else line
 
 
 @dataclass
@@ -154,6 +154,10 @@ class Script:
         """The line with the session's values; a line that now starts with a value in lower case
         ("the Elm Street surgery has ...") starts with a capital."""
         return _line(text, {**self.values, **extra})
+
+    def say_on(self, text: str) -> str:
+        """A piece that goes on from an earlier one (a split's tail, a list item): no capital added."""
+        return _line(text, self.values, start=False)
 
     def pickc(self, key: str):
         return self.choose(self.common[key])
@@ -283,7 +287,7 @@ class _Builder:
     def _split(self, unit: Unit) -> tuple[str, str] | None:
         if unit.split:
             head, tail = self.choose(unit.split)
-            return self.script.say(head), self.script.say(tail)
+            return self.script.say(head), self.script.say_on(tail)
         return None
 
     def user_turn(self, act: str, unit: Unit, after: PlannedEvent | None, first: bool = False
@@ -308,7 +312,7 @@ class _Builder:
             return self.add("user", act, words, "take", rel, after, tags, **gap), None
         if shape == "list_dictation":
             d = self.script.dictation.pop(int(self.rng.integers(len(self.script.dictation))))
-            chunks = [self.script.say(c) for c in d.chunks]
+            chunks = [self.script.say(d.chunks[0])] + [self.script.say_on(c) for c in d.chunks[1:]]
             ev = self.add("user", act, chunks[0], "take", rel, after, first_tags, **gap)
             self.system_backchannel(ev)
             for i, chunk in enumerate(chunks[1:]):
