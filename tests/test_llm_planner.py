@@ -865,3 +865,14 @@ def test_schema_string_lengths_can_be_left_out_for_grammar_engines(seed, tmp_pat
         plan_one(planner(srv.url, tmp_path, schema_string_lengths=False), seed)
     sent = json.dumps(srv.requests[0]["response_format"])
     assert "maxLength" not in sent and "maxItems" in sent  # lengths are checked on the reply instead
+
+
+def test_replayed_fill_replies_fit_the_schema_they_answer():
+    """The replies are what the request allows: every text within its schema's maxLength."""
+    for case in ("fill-en", "fill-zh", "fill-en-zh"):
+        for req in sorted((CASES / case).glob("*.request.json")):
+            body = json.loads(req.read_text("utf-8"))
+            props = body["response_format"]["json_schema"]["schema"]["properties"]
+            reply = json.loads((CASES / case / req.name.replace("request", "reply")).read_text("utf-8"))
+            assert set(reply) == set(props), req
+            assert all(len(v) <= props[k]["maxLength"] for k, v in reply.items()), req

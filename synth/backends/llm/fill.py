@@ -47,12 +47,17 @@ class Item:
     lo: int
     hi: int
     line: str
-    zh: bool
+    lang: str  # the session's language: en, zh or en-zh
     spoken: bool = True
 
     @property
+    def zh(self) -> bool:
+        return self.lang != "en"
+
+    @property
     def max_chars(self) -> int:
-        return math.ceil(self.hi * 1.5) + 6 if self.zh else self.hi * 8
+        """The schema's ``maxLength``: about 8 characters an English word, 1.5 a Chinese one, 4 mixed."""
+        return {"en": self.hi * 8, "zh": math.ceil(self.hi * 1.5) + 6}.get(self.lang, self.hi * 4 + 6)
 
 
 def _limits(draft: str, cap: int, floor: int = 1) -> tuple[int, int]:
@@ -139,7 +144,7 @@ def _phen(ev: PlannedEvent, lang: str) -> str:
 def build_items(plan: Plan, lang: str) -> tuple[list[Item], dict[str, list[tuple[int, str, str]]]]:
     """The texts to write for ``plan`` (events without sounds, then work fields), and its anchors."""
     anchors = _anchors(plan)
-    zh = plan.language != "en"
+    lang_of_texts = plan.language
     drafts = {e.id: e.text for e in plan.events}
     items: list[Item] = []
     words_label = "words" if lang == "en" else "词"
@@ -152,7 +157,7 @@ def build_items(plan: Plan, lang: str) -> tuple[list[Item], dict[str, list[tuple
         draft = _marked_draft(ev, marks) if marks else ev.text
         line = (f"{ev.id} | {ev.speaker} | {ev.act} | {_describe(ev, lang, drafts)} | {_phen(ev, lang)} | "
                 f"{lo}-{hi} {words_label} | draft: {json.dumps(draft, ensure_ascii=False)}")
-        items.append(Item(ev.id, draft, lo, hi, line, zh))
+        items.append(Item(ev.id, draft, lo, hi, line, lang_of_texts))
     for w in plan.work:
         what = "success" if w.outcome == "success" else "failure: the error"
         fields = [("objective", w.objective, 30, f"the task given to {w.tool}"),
@@ -164,7 +169,7 @@ def build_items(plan: Plan, lang: str) -> tuple[list[Item], dict[str, list[tuple
             key = f"{w.work_id}_{name}"
             line = (f"{key} | backend | {name} | {desc} | - | {lo}-{hi} {words_label} | "
                     f"draft: {json.dumps(text, ensure_ascii=False)}")
-            items.append(Item(key, text, lo, hi, line, zh, spoken=False))
+            items.append(Item(key, text, lo, hi, line, lang_of_texts, spoken=False))
     return items, anchors
 
 
@@ -377,7 +382,7 @@ def fill_plan(planner, seed: ScenarioSeed, session_id: str, rng: np.random.Gener
 def _shorter(it: Item) -> Item:
     """The same text asked for in three quarters of the words."""
     hi = max(it.lo, math.floor(0.75 * it.hi))
-    return Item(it.key, it.draft, it.lo, hi, it.line, it.zh, it.spoken)
+    return Item(it.key, it.draft, it.lo, hi, it.line, it.lang, it.spoken)
 
 
 def _repair(errors: list[str], todo: list[Item], lang: str) -> str:
