@@ -83,13 +83,15 @@ def check_work(tl: Timeline, frame_period_ms: int) -> list[str]:
 
 
 SILENCE_PEAK_DBFS = -60.0  # a frame whose peak is below this (and that WebRTC hears no voice in) is silent
+VOICED_PEAK_DBFS = -40.0  # voiced speech reaches this peak (speech is levelled to -24 dBFS RMS, peaks ~ -12)
 
 
 def speech_frames(stem: np.ndarray, sample_rate: int, frame_period_ms: int,
                   aggressiveness: int = 3) -> tuple[np.ndarray, np.ndarray]:
     """Per label frame, from a detector independent of the labeller's energy VAD:
-    ``voiced`` (WebRTC's VAD hears speech in a 10 ms window of it) and ``silent`` (no voiced
-    window and a peak below -60 dBFS). WebRTC's VAD runs at 16 kHz (24 kHz is resampled)."""
+    ``voiced`` (a 10 ms window of it in which WebRTC's VAD hears speech and the peak reaches
+    -40 dBFS: breath-quiet tails do not count) and ``silent`` (no voiced window and a peak
+    below -60 dBFS). WebRTC's VAD runs at 16 kHz (24 kHz is resampled)."""
     import webrtcvad
     from scipy.signal import resample_poly
 
@@ -102,7 +104,7 @@ def speech_frames(stem: np.ndarray, sample_rate: int, frame_period_ms: int,
     k = len(pcm) // win
     windows = pcm[: k * win].reshape(k, win)
     # WebRTC's hangover keeps "speech" for a while after it stops: a window without signal is not voiced
-    loud = np.abs(windows).max(axis=1) >= 32768 * 10 ** (SILENCE_PEAK_DBFS / 20)
+    loud = np.abs(windows).max(axis=1) >= 32768 * 10 ** (VOICED_PEAK_DBFS / 20)
     voiced_win = np.array([vad.is_speech(w.tobytes(), 16000) for w in windows], dtype=bool) & loud
     frame_of = np.minimum((np.arange(k) * 10) // frame_period_ms, n - 1)
     voiced = np.zeros(n, dtype=bool)
