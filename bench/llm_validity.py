@@ -39,7 +39,7 @@ def _copy_model(perturb: bool):
         keys = list((body.get("response_format") or {}).get("json_schema", {}).get("schema", {}).get("properties", {}))
         drafts = {}
         for line in body["messages"][0]["content"].splitlines():
-            m = re.match(r"^([a-z][a-z0-9_-]*) \| .* \| draft: (\".*\")$", line)
+            m = re.match(r"^([0-9a-z][a-z0-9_-]*) \| .* \| draft: (\".*\")$", line)
             if m:
                 drafts[m.group(1)] = json.loads(m.group(2))
         out = {}

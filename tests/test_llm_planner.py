@@ -539,6 +539,7 @@ def test_fill_items_mark_anchors_and_keep_sounds():
     items, anchors = build_items(with_sound, "en")
     keys = [it.key for it in items]
     assert "snd1" not in keys and keys[: len(plan.events)] == [e.id for e in plan.events]
+    assert [it.name for it in items] == sorted(it.name for it in items)  # numbered: sorted = spoken order
     for e in anchored:
         draft = next(it.draft for it in items if it.key == e.attach_to)
         assert draft.count(MARK) == len(anchors[e.attach_to])
@@ -570,7 +571,7 @@ def _copy_model(body, i):
     keys = list(body["response_format"]["json_schema"]["schema"]["properties"])
     drafts = {}
     for line in body["messages"][0]["content"].splitlines():
-        m = re.match(r"^([a-z][a-z0-9_-]*) \| .* \| draft: (\".*\")$", line)
+        m = re.match(r"^([0-9a-z][a-z0-9_-]*) \| .* \| draft: (\".*\")$", line)
         if m:
             drafts[m.group(1)] = json.loads(m.group(2))
     return Reply(json.dumps({k: drafts[k] for k in keys}, ensure_ascii=False))
@@ -598,8 +599,8 @@ def test_fill_repair_asks_only_for_the_failing_texts(tmp_path, monkeypatch):
     monkeypatch.setattr(scripted_planner.ScriptedPlanner, "plan", lambda self, s, sid, rng: structure)
     seed = load_seed(DATA / "seeds" / "fill-en.yaml")
     items, _ = build_items(structure, "en")
-    good = {it.key: it.draft for it in items}
-    first = dict(good, **{items[1].key: "好的"})
+    good = {it.name: it.draft for it in items}
+    first = dict(good, **{items[1].name: "好的"})
 
     def respond(body, i):
         keys = list(body["response_format"]["json_schema"]["schema"]["properties"])
@@ -609,7 +610,7 @@ def test_fill_repair_asks_only_for_the_failing_texts(tmp_path, monkeypatch):
         plan = plan_one(planner(srv.url, tmp_path, mode="fill"), seed, structure.session_id)
     assert plan.planner_meta["attempts"] == 2
     second = srv.requests[1]
-    assert list(second["response_format"]["json_schema"]["schema"]["properties"]) == [items[1].key]
+    assert list(second["response_format"]["json_schema"]["schema"]["properties"]) == [items[1].name]
     assert second["messages"][-2]["content"] == json.dumps(first, ensure_ascii=False)
     assert "Chinese characters" in second["messages"][-1]["content"]
 

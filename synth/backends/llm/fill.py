@@ -3,7 +3,8 @@
 ``ScriptedPlanner().plan`` gives a complete ``Plan`` (events, relations, phenomena, work items
 and offline text). One request per session shows the scenario, the personas and that structure,
 one line per text to write with the offline text as a draft and a length range, and asks for a
-JSON object ``{"u1": "...", "s1": "...", "w1_result": "...", ...}``. Every reply is checked
+JSON object ``{"01_u1": "...", "02_s1": "...", "09_w1_result": "...", ...}`` (numbered names: a
+grammar that sorts properties, as llama.cpp's does, still writes them in the conversation's order). Every reply is checked
 for the ids (count and order), the language rule (en: no Chinese characters; zh: no Latin
 letters; en-zh: Mandarin with English in it) and each text's length; failing texts are asked
 again with the complete failing reply and its errors, good ones are kept. A reply cut at
@@ -34,7 +35,7 @@ from .prompt import LANG_RULE, _pick_examples, examples, schema_block, scenario_
 from .schema import BACKCHANNEL_MAX, SYSTEM_MAX, USER_MAX, LLMPlan, _MARKUP, _LATIN, to_plan, words_of
 
 MARK = "‖"
-_PAIR = re.compile(r'"([a-z][a-z0-9_-]{0,40})"\s*:\s*"((?:[^"\\]|\\.)*)"')
+_PAIR = re.compile(r'"([0-9a-z][a-z0-9_-]{0,40})"\s*:\s*"((?:[^"\\]|\\.)*)"')
 ANCHORED = ("interrupts", "backchannels_on")
 
 
@@ -42,7 +43,8 @@ ANCHORED = ("interrupts", "backchannels_on")
 class Item:
     """One text to write: an event's words or a work item's field."""
 
-    key: str
+    key: str  # an event id, or <work_id>_<field>
+    name: str  # the key in the reply: "NN_<key>", so the order holds where a grammar sorts keys
     draft: str
     lo: int
     hi: int
@@ -98,9 +100,9 @@ def _marked_draft(ev: PlannedEvent, anchors: list[tuple[int, str, str]]) -> str:
     return out.strip()
 
 
-def _describe(ev: PlannedEvent, lang: str, drafts: dict[str, str]) -> str:
+def _describe(ev: PlannedEvent, lang: str, drafts: dict[str, str], names: dict[str, str]) -> str:
     en = lang == "en"
-    rel, to = ev.relation, ev.attach_to
+    rel, to = ev.relation, names.get(ev.attach_to or "", ev.attach_to)
     if rel is None:
         how = "starts the conversation" if en else "开场"
     elif rel == "responds_to":
@@ -125,7 +127,7 @@ def _describe(ev: PlannedEvent, lang: str, drafts: dict[str, str]) -> str:
     earlier = list(drafts)[: list(drafts).index(ev.id)]
     same = [k for k in earlier if drafts[k] == ev.text]
     if same:
-        how += f", says again what {same[0]} said" if en else f"，重复 {same[0]} 说过的话"
+        how += f", says again what {names[same[0]]} said" if en else f"，重复 {names[same[0]]} 说过的话"
     return how
 
 
@@ -144,8 +146,12 @@ def _phen(ev: PlannedEvent, lang: str) -> str:
 def build_items(plan: Plan, lang: str) -> tuple[list[Item], dict[str, list[tuple[int, str, str]]]]:
     """The texts to write for ``plan`` (events without sounds, then work fields), and its anchors."""
     anchors = _anchors(plan)
-    lang_of_texts = plan.language
     drafts = {e.id: e.text for e in plan.events}
+    keys = [e.id for e in plan.events if e.sound is None]
+    for w in plan.work:
+        keys += [f"{w.work_id}_objective", f"{w.work_id}_result"] + ([f"{w.work_id}_progress"] if w.progress_text else [])
+    # llama.cpp's JSON-schema grammar writes properties in sorted order: numbered names keep the conversation's
+    names = {k: f"{i:02d}_{k}" for i, k in enumerate(keys, 1)}
     items: list[Item] = []
     words_label = "words" if lang == "en" else "词"
     for ev in plan.events:
@@ -155,47 +161,48 @@ def build_items(plan: Plan, lang: str) -> tuple[list[Item], dict[str, list[tuple
         marks = anchors.get(ev.id, [])
         lo, hi = _limits(ev.text, cap, floor=6 if marks and words_of(ev.text) >= 6 else 1)
         draft = _marked_draft(ev, marks) if marks else ev.text
-        line = (f"{ev.id} | {ev.speaker} | {ev.act} | {_describe(ev, lang, drafts)} | {_phen(ev, lang)} | "
+        line = (f"{names[ev.id]} | {ev.speaker} | {ev.act} | {_describe(ev, lang, drafts, names)} | {_phen(ev, lang)} | "
                 f"{lo}-{hi} {words_label} | draft: {json.dumps(draft, ensure_ascii=False)}")
-        items.append(Item(ev.id, draft, lo, hi, line, lang_of_texts))
+        items.append(Item(ev.id, names[ev.id], draft, lo, hi, line, plan.language))
     for w in plan.work:
         what = "success" if w.outcome == "success" else "failure: the error"
         fields = [("objective", w.objective, 30, f"the task given to {w.tool}"),
                   ("result", w.result_text, SYSTEM_MAX, f"what {w.tool} returns ({what}), spoken by the delivery")]
         if w.progress_text:
-            fields.append(("progress", w.progress_text, USER_MAX, f"{w.tool}'s progress note, answered by {w.progress_by}"))
-        for name, text, cap, desc in fields:
+            fields.append(("progress", w.progress_text, USER_MAX,
+                           f"{w.tool}'s progress note, answered by {names.get(w.progress_by or '', w.progress_by)}"))
+        for field, text, cap, desc in fields:
             lo, hi = _limits(text, cap)
-            key = f"{w.work_id}_{name}"
-            line = (f"{key} | backend | {name} | {desc} | - | {lo}-{hi} {words_label} | "
+            key = f"{w.work_id}_{field}"
+            line = (f"{names[key]} | backend | {field} | {desc} | - | {lo}-{hi} {words_label} | "
                     f"draft: {json.dumps(text, ensure_ascii=False)}")
-            items.append(Item(key, text, lo, hi, line, lang_of_texts, spoken=False))
+            items.append(Item(key, names[key], text, lo, hi, line, plan.language, spoken=False))
     return items, anchors
 
 
 def fill_schema(items: list[Item]) -> dict:
-    props = {it.key: {"type": "string", "minLength": 1, "maxLength": it.max_chars} for it in items}
-    return {"type": "object", "properties": props, "required": [it.key for it in items],
+    props = {it.name: {"type": "string", "minLength": 1, "maxLength": it.max_chars} for it in items}
+    return {"type": "object", "properties": props, "required": [it.name for it in items],
             "additionalProperties": False}
 
 
 def check_item(it: Item, text, language: str) -> list[str]:
     """A text's errors: empty, length, language (spoken lines only: work fields are backend text), markup."""
     if not isinstance(text, str) or not text.replace(MARK, "").strip():
-        return [f"{it.key}: empty or not a string"]
+        return [f"{it.name}: empty or not a string"]
     clean = text.replace(MARK, " ")
     errs = []
     n = words_of(clean)
     if not it.lo <= n <= it.hi:
-        errs.append(f"{it.key}: {n:.0f} words; write {it.lo}-{it.hi}")
+        errs.append(f"{it.name}: {n:.0f} words; write {it.lo}-{it.hi}")
     if not it.spoken:
         language = "en-zh"  # tool names and ids are Latin in any language
     if language == "en" and CJK.search(clean):
-        errs.append(f"{it.key}: English only, but it has Chinese characters")
+        errs.append(f"{it.name}: English only, but it has Chinese characters")
     if language == "zh" and _LATIN.search(clean):
-        errs.append(f"{it.key}: Mandarin only, but it has Latin letters")
+        errs.append(f"{it.name}: Mandarin only, but it has Latin letters")
     if _MARKUP.search(clean):
-        errs.append(f"{it.key}: only what is spoken: no brackets, markup or emoji")
+        errs.append(f"{it.name}: only what is spoken: no brackets, markup or emoji")
     return errs
 
 
@@ -213,30 +220,33 @@ def session_language_errors(texts: dict[str, str], plan: Plan) -> list[str]:
 
 
 def parse_reply(content: str, items: list[Item], cut: bool) -> tuple[dict[str, str], list[str]]:
-    """Texts by key from a reply (an object, a list in order, or, when cut, the complete pairs)."""
+    """Texts by key from a reply: an object by reply names (or bare keys), a list in order, or, when
+    cut, its complete ``"name": "text"`` pairs."""
     from .planner import extract_json
 
-    keys = [it.key for it in items]
+    names = {it.name: it.key for it in items}
+    names.update({it.key: it.key for it in items})  # a model that drops the numbers is understood
     obj, err = (None, "cut at max_tokens") if cut else extract_json(content)
     if obj is None:
-        pairs = {k: json.loads(f'"{v}"') for k, v in _PAIR.findall(content or "") if k in keys}
+        pairs = {names[k]: json.loads(f'"{v}"') for k, v in _PAIR.findall(content or "") if k in names}
         return pairs, [] if pairs else [f"reply: {err}"]
-    if isinstance(obj, dict) and isinstance(obj.get("texts"), (dict, list)) and not set(obj) & set(keys):
+    if isinstance(obj, dict) and isinstance(obj.get("texts"), (dict, list)) and not set(obj) & set(names):
         obj = obj["texts"]
     if isinstance(obj, list):
-        if len(obj) != len(keys):
-            return {}, [f"reply: a list of {len(obj)} texts; expected an object with {len(keys)} ids"]
-        obj = {k: (v.get("text") if isinstance(v, dict) else v) for k, v in zip(keys, obj)}
+        if len(obj) != len(items):
+            return {}, [f"reply: a list of {len(obj)} texts; expected an object with {len(items)} ids"]
+        obj = {it.name: (v.get("text") if isinstance(v, dict) else v) for it, v in zip(items, obj)}
     if not isinstance(obj, dict):
         return {}, ["reply: expected a JSON object mapping ids to texts"]
+    got = {names[k]: v for k, v in obj.items() if k in names}
     errs = []
-    extra = [k for k in obj if k not in keys]
-    missing = [k for k in keys if k not in obj]
+    extra = [k for k in obj if k not in names]
+    missing = [it.name for it in items if it.key not in got]
     if extra:
         errs.append(f"reply: unknown ids {extra[:8]}")
     if missing:
         errs.append(f"reply: missing ids {missing[:12]}")
-    return {k: obj[k] for k in keys if k in obj}, errs
+    return got, errs
 
 
 def _remap(ev: PlannedEvent, target_old_n: int, target_text: str, anchors: list[tuple[int, str, str]],
@@ -303,7 +313,7 @@ def _example_block(ids: list[str], lang: str) -> str:
         plan = to_plan(LLMPlan.model_validate(ex["plan"]), seed, "example", "example", {})
         items, _ = build_items(plan, lang)
         lines = [it.line.rsplit(" | draft: ", 1)[0] for it in items]
-        reply = {it.key: it.draft for it in items}
+        reply = {it.name: it.draft for it in items}
         parts.append(f"## {i} ({ex['language']}, {ex['domain']})\n" + "\n".join(lines) + "\n"
                      + json.dumps(reply, ensure_ascii=False, separators=(",", ":")))
     return "\n" + head + "\n" + "\n\n".join(parts) + "\n"
@@ -313,7 +323,7 @@ def fill_messages(seed: ScenarioSeed, ex_ids: list[str], lang: str, items: list[
                   ) -> list[dict]:
     sys = template("fill-v1", lang).substitute(
         scenario=scenario_block(seed, None, lang, length=False), structure="\n".join(it.line for it in items),
-        language_rule=LANG_RULE[lang][seed.language], first_id=items[0].key,
+        language_rule=LANG_RULE[lang][seed.language], first_id=items[0].name,
         schema_block=schema_block(schema, lang), examples_block=_example_block(ex_ids, lang))
     user = ("请写出每个 id 的台词。只回复 JSON。" if lang == "zh"
             else "Write the text of every id. Reply with JSON only.")
@@ -370,7 +380,8 @@ def fill_plan(planner, seed: ScenarioSeed, session_id: str, rng: np.random.Gener
             todo = [_shorter(it) for it in missing]
             follow_up = [{"role": "user", "content": _continue(texts, todo, lang)}] if texts else []
             if follow_up:
-                follow_up = [{"role": "assistant", "content": json.dumps(texts, ensure_ascii=False)}] + follow_up
+                written = {it.name: texts[it.key] for it in items if it.key in texts}
+                follow_up = [{"role": "assistant", "content": json.dumps(written, ensure_ascii=False)}] + follow_up
             continue
         todo = missing
         follow_up = [{"role": "assistant", "content": reply.content},
@@ -382,13 +393,13 @@ def fill_plan(planner, seed: ScenarioSeed, session_id: str, rng: np.random.Gener
 def _shorter(it: Item) -> Item:
     """The same text asked for in three quarters of the words."""
     hi = max(it.lo, math.floor(0.75 * it.hi))
-    return Item(it.key, it.draft, it.lo, hi, it.line, it.lang, it.spoken)
+    return Item(it.key, it.name, it.draft, it.lo, hi, it.line, it.lang, it.spoken)
 
 
 def _repair(errors: list[str], todo: list[Item], lang: str) -> str:
     """The whole failing reply was sent back; these are its errors and the ids to write again."""
     listed = "\n".join(f"- {e}" for e in errors[:20])
-    keys = ", ".join(f"{it.key} ({it.lo}-{it.hi})" for it in todo)
+    keys = ", ".join(f"{it.name} ({it.lo}-{it.hi})" for it in todo)
     if lang == "zh":
         return f"你上一次的回复不能用：\n{listed}\n请改正，只回复一个 JSON 对象，只包含这些 id（词数范围）：{keys}。"
     return (f"Your previous reply could not be used:\n{listed}\nFix these and reply with one JSON object holding "
@@ -396,7 +407,7 @@ def _repair(errors: list[str], todo: list[Item], lang: str) -> str:
 
 
 def _continue(texts: dict[str, str], todo: list[Item], lang: str) -> str:
-    keys = ", ".join(f"{it.key} ({it.lo}-{it.hi})" for it in todo)
+    keys = ", ".join(f"{it.name} ({it.lo}-{it.hi})" for it in todo)
     if lang == "zh":
         return f"回复太长，被截断了。上面是已经写好的部分。请只写剩下的这些 id，写短一些（词数范围）：{keys}。只回复 JSON。"
     return (f"The reply was too long and was cut. Above are the texts already written. Write only the remaining "
