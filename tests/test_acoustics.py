@@ -228,9 +228,11 @@ def _plans(seed_file: str, n: int):
 
 
 @pytest.mark.parametrize("seed_file,lo,hi", [("smart-home-en.yaml", 1.5, 3.0), ("cooking-help-zh.yaml", 0.8, 1.4)])
-def test_filled_pauses_come_at_the_labels_rate_over_100_sessions(seed_file, lo, hi):
+def test_filled_pauses_come_at_the_labels_rate_over_300_sessions(seed_file, lo, hi):
+    """Rate and (zh) the shares of the four fillers; 300 sessions give ~200 zh fillers, so a share
+    is within 0.1 of its target at ~3 standard errors."""
     fillers, words, names = 0, 0, {}
-    for plan in _plans(seed_file, 100):
+    for plan in _plans(seed_file, 300):
         for e in plan.events:
             if e.speaker != "user" or e.floor_intent == "none":
                 continue

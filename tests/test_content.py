@@ -86,12 +86,13 @@ def test_a_correction_negates_a_value_that_was_said_and_the_answer_uses_the_new_
         for c in plan.planner_meta["corrections"]:
             i = ids.index(c["event"])
             ev = plan.events[i]
-            assert c["old"] != c["new"]
-            assert c["old"] in ev.text and c["new"] in ev.text
-            assert any(c["old"] in e.text for e in plan.events[:i] if e.speaker == "user")
+            old, new = c["old"].lower(), c["new"].lower()  # a value may open a line, with a capital
+            assert old != new
+            assert old in ev.text.lower() and new in ev.text.lower()
+            assert any(old in e.text.lower() for e in plan.events[:i] if e.speaker == "user")
             answer = follower(plan, ev)
             assert answer is not None and answer.speaker == "system"
-            assert c["new"] in answer.text, (ev.text, answer.text)
+            assert new in answer.text.lower(), (ev.text, answer.text)
             seen += 1
     assert seen >= 20
 
@@ -104,10 +105,11 @@ def test_a_work_items_result_is_about_the_task_that_was_asked_for():
             opener = events[w.opened_by]
             request = opener if opener.speaker == "user" else events[opener.attach_to]
             assert request.speaker == "user"
-            values = list(plan.planner_meta["work"][w.work_id].values())
-            assert any(v in w.result_text for v in values), (request.text, w.result_text)
+            values = [v.lower() for v in plan.planner_meta["work"][w.work_id].values()]
+            if w.outcome == "success":  # a result reports that task with its details
+                assert any(v in w.result_text.lower() for v in values), (request.text, w.result_text)
             if opener.speaker == "system":  # the ack names the task too
-                assert any(v in opener.text for v in values), opener.text
+                assert any(v in opener.text.lower() for v in values), opener.text
             if w.progress_by:  # the progress answer is the one the item's note was returned for
                 assert events[w.progress_by].work_id == w.work_id and w.progress_text
             seen += 1

@@ -76,6 +76,8 @@ def _tasks(frames: list[Frame], seed: ScenarioSeed) -> list[tuple[Frame, Delegat
     return [(f, d) for f in frames for d in f.delegations if d.tool in tools]
 
 
+_REFERS = re.compile(r"\b(it|that|this|them|there|those|these)\b|这个|那个|这些|那些|它|那边|这边|那里|这里", re.I)
+"""Words that point back at something said before: a request from another frame must not use them."""
 _A_AN = re.compile(r"\b([Aa])(n?) ([A-Za-z][\w'-]*)")
 _VOWEL_SOUND_EXCEPT = ("uni", "use", "usu", "uti", "eu", "one", "once", "ur")
 _SILENT_H = ("hour", "honest", "honour", "honor", "heir", "herb")
@@ -107,6 +109,11 @@ class Task:
     delegation: Delegation
     values: dict[str, str]
     frame_id: str = ""
+    user: list[str] = field(default_factory=list)
+    """The request lines that can be said here (all of them, in the task's own frame)."""
+
+    def __post_init__(self):
+        self.user = self.user or list(self.delegation.user)
 
     def say(self, text: str) -> str:
         return _line(text, self.values)
@@ -183,21 +190,21 @@ class Script:
         rest = [f for f in self.blk.frames if f.id not in self.used_frames]
         return self.choose(rest) if rest else None
 
-    def task(self, exclude: list[Delegation] = (), here_only: bool = False) -> Task | None:
-        """A delegation of the current frame (else, unless ``here_only``, of another frame, whose
-        slots it brings: its request then says them)."""
+    def task(self, exclude: list[Delegation] = ()) -> Task | None:
+        """A delegation of the current frame, else one of another frame that brings its own slot
+        values, said with a request line that stands alone (names its thing, no 'it' or 这个)."""
         mine = [d for f, d in _tasks([self.frame], self.seed) if d not in exclude]
         if mine:
             d = self.choose(mine)
             return Task(d, {**self.values, **self.draw(d.slots)}, self.frame.id)
-        if here_only:
-            return None
-        others = [(f, d) for f, d in _tasks(self.blk.frames, self.seed) if d not in exclude]
+        others = [(f, d, [u for u in d.user if not _REFERS.search(u)])
+                  for f, d in _tasks(self.blk.frames, self.seed) if d not in exclude]
+        others = [o for o in others if o[2]]
         if not others:
             return None
-        f, d = self.choose(others)
+        f, d, lines = self.choose(others)
         vals = self.draw(f.slots)
-        return Task(d, {**vals, "topic": fill(f.topic, vals), **self.draw(d.slots)}, f.id)
+        return Task(d, {**vals, "topic": fill(f.topic, vals), **self.draw(d.slots)}, f.id, lines)
 
 
 _STARTERS = set("""what how when where why which who whose can could would will should shall is are was were do does
@@ -524,7 +531,7 @@ class _Builder:
     def delegate(self, t: Task, after: PlannedEvent, act="delegate_request", text: str | None = None, tags=()):
         """Request, then the spoken ack that opens the work item (or, sometimes, no ack: the
         system opens the item silently after the request, R6)."""
-        req = self.add("user", act, text or t.say(self.choose(t.delegation.user)), "take", "responds_to", after,
+        req = self.add("user", act, text or t.say(self.choose(t.user)), "take", "responds_to", after,
                        list(tags))
         if self.rng.random() < SILENT_P:
             return req, req, self.new_work(t, req)
@@ -549,7 +556,7 @@ class _Builder:
             w.update(progress_text=t.say(p.note), progress_by=last.id)
         if self.rate("continue_while_working"):
             r = self.rng.random()
-            t2 = s.task(exclude=used, here_only=True)
+            t2 = s.task(exclude=used)
             if r < 0.35 and t2 is not None:  # a second request while the first runs
                 used.append(t2.delegation)
                 _, last, w2 = self.delegate(t2, last, tags=["continue_while_working"])

@@ -51,6 +51,7 @@ class _Decorator:
         self.off = {pid for pid, r in seed.rates.items() if r == 0}
         self.filler_p = {lang: law.sample(rng) / 100 for lang, law in cfg.filler_per_100_words.items()}
         self.n = 0
+        self.moved: dict[str, list[tuple[str, int]]] = {}
 
     def on(self, kind: str) -> bool:
         return PHENOMENON_OF[kind] not in self.off
@@ -87,7 +88,7 @@ class _Decorator:
             elif ev.speaker == "user" and ev.floor_intent == "hold" and ev.relation in SPLITTABLE:
                 out += self._turn(ev)
             else:
-                out.append(ev)
+                out.append(self._follow(ev))
             if laughs.get(i) == "during":
                 k = int(self.rng.integers(len(ev.words) // 3, max(len(ev.words) // 3 + 1, len(ev.words) - 4)))
                 out.append(self.sound(ev, "laughter", "backchannels_on", ev.id, attach_word=k, speaker="user"))
@@ -159,9 +160,11 @@ class _Decorator:
                 head.append(self.event(ev, "thinking_sound", [PlannedWord(text=t, lang=lang)], ev.floor_intent,
                                        ev.relation, ev.attach_to))
         tags = list(ev.phenomena)
+        index = list(range(len(words)))  # where each planned word is now
         if self.on("repetition") and len(words) >= 3 and rng.random() < cfg.repetition_per_turn:
             j = int(rng.integers(0, min(3, len(words) - 1)))
             words.insert(j, words[j])
+            index = [i if i < j else i + 1 for i in index]
             tags.append("repetition_prolongation")
         cuts = self._filler_positions(words, allow_start=not head) if self.on("filler") else []
         pieces, last = [], 0
@@ -171,7 +174,7 @@ class _Decorator:
             pieces.append(("filler", words[j].lang))
             last = j
         pieces.append(("words", words[last:]))
-        return self._chain(ev, head, pieces, tags)
+        return self._chain(ev, head, pieces, tags, index)
 
     def _filler_positions(self, words: list[PlannedWord], allow_start: bool) -> list[int]:
         """Word indices a filler goes before: ``p * len(words)`` expected, a share at the start."""
@@ -196,10 +199,13 @@ class _Decorator:
         p = np.array([table[n] for n in names], dtype=float)
         return PlannedWord(text=names[int(self.rng.choice(len(names), p=p / p.sum()))], lang=lang)
 
-    def _chain(self, ev: PlannedEvent, head, pieces, tags) -> list[PlannedEvent]:
-        """``head`` + pieces as a ``continues`` chain; the last piece keeps ``ev``'s id."""
+    def _chain(self, ev: PlannedEvent, head, pieces, tags, index: list[int]) -> list[PlannedEvent]:
+        """``head`` + pieces as a ``continues`` chain; the last piece keeps ``ev``'s id. Where each
+        planned word went (piece id, word) is kept, so events attached to a word follow it."""
         out = list(head)
         prev_id = head[-1].id if head else None
+        spans: list[tuple[str, int, int]] = []
+        at = 0
         for n, (kind, val) in enumerate(pieces):
             first = prev_id is None
             rel, att = (ev.relation, ev.attach_to) if first else ("continues", prev_id)
@@ -222,9 +228,22 @@ class _Decorator:
                     gap_kind=ev.gap_kind if first else "normal", work_id=ev.work_id,
                     phenomena=tags if last else [], prolong_ms=ev.prolong_ms if last else None,
                 )
+                spans.append((e.id, at, len(val)))
+                at += len(val)
             out.append(e)
             prev_id = e.id
+        self.moved[ev.id] = [next((pid, m - a) for pid, a, n in spans if a <= m < a + n) for m in index]
         return out
+
+    def _follow(self, ev: PlannedEvent) -> PlannedEvent:
+        """An event attached to a word of a turn that was split: attach it to the piece holding the word."""
+        where = self.moved.get(ev.attach_to)
+        if where is None or ev.attach_word is None or ev.relation not in ("backchannels_on", "interrupts"):
+            return ev
+        if ev.attach_word >= len(where):  # the plan rule refuses it, with the event id
+            return ev
+        pid, k = where[ev.attach_word]
+        return ev.model_copy(update={"attach_to": pid, "attach_word": k})
 
     def _media(self, events: list[PlannedEvent]) -> list[PlannedEvent]:
         """TV or radio speech in the room, during one of the system's turns."""
