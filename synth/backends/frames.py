@@ -131,6 +131,9 @@ class Dictation(Model):
     system: Texts = Field(min_length=1)
 
 
+_SECOND_PERSON = re.compile(r"\byour\b|你的|您的", re.I)
+
+
 class Frame(Model):
     id: str
     topic: str = Field(description="noun phrase naming what the frame is about ('the {dish}')")
@@ -149,6 +152,9 @@ class Frame(Model):
         if reserved:
             raise ValueError(f"slot name {sorted(reserved)[0]!r} is reserved (it is filled by the planner)")
         known = set(self.slots) | {"topic"}
+        for name in [self.topic] + [d.task for d in self.delegations]:
+            if _SECOND_PERSON.search(name):  # both sides say it: "go on about your order" from the user
+                raise ValueError(f"topic/task {name!r}: the user and the system both say it; no 'your'/你的/您的")
         for d in self.delegations:
             dk = known | set(d.slots)
             for where, text in _texts(d.model_dump(exclude={"slots", "supersede"})):
