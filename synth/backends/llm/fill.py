@@ -3,8 +3,8 @@
 ``ScriptedPlanner().plan`` gives a complete ``Plan`` (events, relations, phenomena, work items
 and offline text). One request per session shows the scenario, the personas and that structure,
 one line per text to write with the offline text as a draft and a length range, and asks for a
-JSON object ``{"01_u1": "...", "02_s1": "...", "09_w1_result": "...", ...}`` (numbered names: a
-grammar that sorts properties, as llama.cpp's does, still writes them in the conversation's order). Every reply is checked
+JSON object ``{"01_u1": "...", "02_s1": "...", "09_w1_result": "...", ...}`` (numbered names keep
+the conversation's order wherever keys get sorted, e.g. JSON written with ``sort_keys``). Every reply is checked
 for the ids (count and order), the language rule (en: no Chinese characters; zh: no Latin
 letters; en-zh: Mandarin with English in it) and each text's length; failing texts are asked
 again with the complete failing reply and its errors, good ones are kept. A reply cut at
@@ -150,7 +150,7 @@ def build_items(plan: Plan, lang: str) -> tuple[list[Item], dict[str, list[tuple
     keys = [e.id for e in plan.events if e.sound is None]
     for w in plan.work:
         keys += [f"{w.work_id}_objective", f"{w.work_id}_result"] + ([f"{w.work_id}_progress"] if w.progress_text else [])
-    # llama.cpp's JSON-schema grammar writes properties in sorted order: numbered names keep the conversation's
+    # numbered names keep the conversation's order wherever keys get sorted (JSON written with sort_keys)
     names = {k: f"{i:02d}_{k}" for i, k in enumerate(keys, 1)}
     items: list[Item] = []
     words_label = "words" if lang == "en" else "词"
