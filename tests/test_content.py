@@ -199,10 +199,10 @@ def test_words_follow_the_language_rule_and_no_form_glues_words():
 
 
 # -- diversity ------------------------------------------------------------------------------------
-BIGRAM_FLOOR = 0.24
+BIGRAM_FLOOR = 0.27
 """Distinct system bigrams the content reaches (CONTENT.md asks 0.35, which authored frames do not
-reach: the frames themselves, every system line once, score 0.29; see the README): a floor that
-catches a regression to a script (the phrase lists scored 0.03)."""
+reach: the frames themselves, every system line said once, score 0.25; 1,000 sessions 0.29; see
+the README): a floor that catches a regression to a script (the phrase lists scored 0.03)."""
 
 
 def test_diversity_over_hundreds_of_planned_sessions():
