@@ -66,7 +66,7 @@ def main() -> int:
             rows[f"fill/{seed.language}"].append((
                 sum(n(m["content"]) for m in fill_messages(seed, cfg_examples(seed, cfg), lang, items, None)),
                 sum(n(m["content"]) for m in fill_messages(seed, cfg_examples(seed, cfg), lang, items, fsch)),
-                budget.fill_reply_tokens([(it.max_chars, it.zh) for it in items])))
+                budget.fill_reply_tokens([(it.max_chars, it.lang) for it in items])))
     out = {}
     for key, vals in sorted(rows.items()):
         if key.endswith("skipped"):

@@ -53,7 +53,12 @@ def outline_reply_tokens(k: int, lang: str) -> int:
     return math.ceil(HEADROOM * (20 + k * per))
 
 
-def fill_reply_tokens(limits_chars: list[tuple[int, bool]]) -> int:
-    """``max_tokens`` for a fill reply: one ``"id": "text"`` pair per ``(max_chars, is_zh)``."""
-    est = 10 + sum(8 + _chars_tokens(chars, zh) for chars, zh in limits_chars)
+MIXED_TOKENS_PER_CHAR = 0.8
+"""Code-switched text: Chinese characters with English words (about 1.3 and 0.3 tokens a character)."""
+
+
+def fill_reply_tokens(limits_chars: list[tuple[int, str]]) -> int:
+    """``max_tokens`` for a fill reply: one ``"name": "text"`` pair per ``(max_chars, language)``."""
+    per = {"en": 1 / LATIN_CHARS_PER_TOKEN, "zh": CJK_TOKENS_PER_CHAR}
+    est = 10 + sum(10 + math.ceil(chars * per.get(lang, MIXED_TOKENS_PER_CHAR)) for chars, lang in limits_chars)
     return math.ceil(HEADROOM * est)

@@ -341,7 +341,7 @@ def fill_plan(planner, seed: ScenarioSeed, session_id: str, rng: np.random.Gener
     lang = cfg.prompt_language if cfg.prompt_language != "auto" else ("zh" if seed.language == "zh" else "en")
     items, anchors = build_items(structure, lang)
     event_ids = {e.id for e in structure.events}
-    max_tokens = budget.fill_reply_tokens([(it.max_chars, it.zh) for it in items])
+    max_tokens = budget.fill_reply_tokens([(it.max_chars, it.lang) for it in items])
     texts: dict[str, str] = {}
     todo, follow_up = list(items), []
     errors: list[str] = []
