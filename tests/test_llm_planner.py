@@ -877,3 +877,32 @@ def test_replayed_fill_replies_fit_the_schema_they_answer():
             reply = json.loads((CASES / case / req.name.replace("request", "reply")).read_text("utf-8"))
             assert set(reply) == set(props), req
             assert all(len(v) <= props[k]["maxLength"] for k, v in reply.items()), req
+
+
+def test_fill_cut_reply_keeps_its_complete_texts_and_asks_for_the_rest_shorter(tmp_path, monkeypatch):
+    from synth.backends import scripted_planner
+
+    structure = _structure("fill-en")
+    monkeypatch.setattr(scripted_planner.ScriptedPlanner, "plan", lambda self, s, sid, rng: structure)
+    seed = load_seed(DATA / "seeds" / "fill-en.yaml")
+    items, _ = build_items(structure, "en")
+    good = {it.name: it.draft for it in items}
+    cut = json.dumps(good, ensure_ascii=False)[: len(json.dumps(good, ensure_ascii=False)) // 2]
+
+    def respond(body, i):
+        if i == 0:
+            return Reply(cut, finish_reason="length")
+        keys = list(body["response_format"]["json_schema"]["schema"]["properties"])
+        return Reply(json.dumps({k: good[k] for k in keys}, ensure_ascii=False))
+
+    with ChatServer(respond) as srv:
+        plan = plan_one(planner(srv.url, tmp_path, mode="fill"), seed, structure.session_id)
+    assert plan.planner_meta["cut_replies"] == 1 and plan.planner_meta["attempts"] == 2
+    first, second = srv.requests
+    asked = list(second["response_format"]["json_schema"]["schema"]["properties"])
+    kept = [k for k in good if f'"{k}": ' in cut and k not in asked]
+    assert kept and asked and set(kept) | set(asked) == set(good)  # the complete pairs are not asked again
+    assert "was cut" in second["messages"][-1]["content"] and second["max_tokens"] == first["max_tokens"]
+    limits = {it.name: it.max_chars for it in items}
+    props = second["response_format"]["json_schema"]["schema"]["properties"]
+    assert all(props[k]["maxLength"] <= limits[k] for k in asked)  # asked for less
