@@ -85,6 +85,7 @@ def main() -> int:
     ap.add_argument("--examples", type=int, default=2)
     ap.add_argument("--cache-dir", default=None)
     ap.add_argument("--no-lengths", action="store_true", help="schema_string_lengths: false (llama.cpp grammars)")
+    ap.add_argument("--response-format", default="auto", choices=["auto", "json_schema", "json_object", "plain"])
     args = ap.parse_args()
 
     from synth.backends.llm import LLMPlanner
@@ -119,7 +120,7 @@ def main() -> int:
             url = server.url
         llm = LLMPlanner(LLMConfig(base_url=url, model=args.model if args.base_url else "copy", mode="fill",
                                    examples=args.examples, max_retries=1 if args.base_url else 0,
-                                   schema_string_lengths=not args.no_lengths,
+                                   schema_string_lengths=not args.no_lengths, response_format=args.response_format,
                                    timeout_s=3600), args.cache_dir or tempfile.mkdtemp())
     for i in range(args.sessions):
         seed = seeds[i % len(seeds)]
