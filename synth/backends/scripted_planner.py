@@ -85,7 +85,7 @@ _SILENT_H = ("hour", "honest", "honour", "honor", "heir", "herb")
 
 def _article(m: re.Match) -> str:
     """'a' or 'an' as the next word is said, where a slot value follows the article."""
-    a, n, word = m.group(1), m.group(2), m.group(3)
+    a, word = m.group(1), m.group(3)
     low = word.lower()
     if word.isupper() and len(word) > 1:  # an SMS, an MRI, a UK number: letters as said; leave them
         return m.group(0)
