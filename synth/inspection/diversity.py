@@ -69,17 +69,30 @@ def diversity(sessions: Iterable[list[tuple[str, str]]]) -> dict:
 def plan_utterances(plan) -> list[tuple[str, str]]:
     """A plan's utterances as ``(speaker, text)``: the pieces of one turn (events linked by
     ``continues``, split around a pause) are one utterance; sounds are none."""
+    return _turns((e, e.text) for e in plan.events if e.sound is None)
+
+
+def record_utterances(rec) -> list[tuple[str, str]]:
+    """A written session's utterances as ``(speaker, text)``: the planned line of every spoken
+    event (what was cut by a barge-in included), the pieces of a turn joined."""
+    from ..stages.paraling import PHENOMENON_OF  # the acts the paralinguistic pass adds
+
+    return _turns((e, " ".join(t for t in (e.text, e.text_after_cut) if t)) for e in rec.events
+                  if e.speaker in ("user", "system", "third_party") and e.act not in PHENOMENON_OF
+                  and not e.text.startswith("["))
+
+
+def _turns(items) -> list[tuple[str, str]]:
+    """``(event, text)`` pairs joined along ``continues`` into one utterance per turn."""
     out: list[list[str]] = []
     where: dict[str, int] = {}
-    for e in plan.events:
-        if e.sound is not None:
-            continue
+    for e, text in items:
         if e.relation == "continues" and e.attach_to in where:
             i = where[e.attach_to]
-            out[i][1] += (" " if e.text[:1].isascii() else "") + e.text
+            out[i][1] += (" " if text[:1].isascii() else "") + text
         else:
             i = len(out)
-            out.append([_aside(e), e.text])
+            out.append([_aside(e), text])
         where[e.id] = i
     return [(s, t) for s, t in out]
 
@@ -87,32 +100,3 @@ def plan_utterances(plan) -> list[tuple[str, str]]:
 def _aside(e) -> str:
     """Talk to someone else (self-talk, side talk) is not a line to the system: speaker ``aside``."""
     return "aside" if e.relation == "addresses_other" else e.speaker
-
-
-def meets_targets(d: dict) -> dict[str, bool]:
-    return {"distinct_system_utterances": d["distinct_system_utterances"] >= TARGETS["distinct_system_utterances"],
-            "distinct_system_bigrams": d["distinct_system_bigrams"] >= TARGETS["distinct_system_bigrams"],
-            "top_opening_share": d["top_opening_share"] <= TARGETS["top_opening_share"]}
-
-
-_ADDED = {"filler", "laughter", "breath", "sigh", "cough", "throat_clear", "thinking_sound", "false_start",
-          "self_repair", "media"}
-"""Acts the paralinguistic pass adds: not lines of the planner."""
-
-
-def record_utterances(rec) -> list[tuple[str, str]]:
-    """A written session's utterances as ``(speaker, text)``: the planned line of every spoken
-    event (what was cut by a barge-in included), the pieces of a turn joined."""
-    out: list[list[str]] = []
-    where: dict[str, int] = {}
-    for e in rec.events:
-        if e.speaker not in ("user", "system", "third_party") or e.act in _ADDED or e.text.startswith("["):
-            continue
-        text = " ".join(t for t in (e.text, e.text_after_cut) if t)
-        if e.relation == "continues" and e.attach_to in where:
-            out[where[e.attach_to]][1] += " " + text
-            where[e.id] = where[e.attach_to]
-        else:
-            where[e.id] = len(out)
-            out.append([_aside(e), text])
-    return [(s, t) for s, t in out]
