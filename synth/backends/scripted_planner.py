@@ -53,6 +53,12 @@ SILENT_P = 0.15  # share of delegations opened silently, without a spoken acknow
 SHORT_P = 0.35  # share of plain answers given in their short form, where the unit has one
 
 
+# Common forms long enough that hearing one twice in a session sounds canned (backchannels and
+# fillers do repeat in real talk).
+_FRESH = frozenset({"question_backchannel", "clarify", "complete_sounding", "continuation", "dispreferred_prefix",
+                    "progress_question", "repeat", "stop", "cancel", "cancel_ack"})
+
+
 class ScriptedPlanner:
     name = "scripted-v3"
 
@@ -258,6 +264,7 @@ class _Builder:
         self.work: list[dict] = []
         self.counts: dict[str, int] = {}
         self.tp = seed.personas.third_party is not None
+        self.said_common: dict[str, set[int]] = {}
 
     def rate(self, pid: str) -> bool:
         return bool(self.rng.random() < self.rates.get(pid, 0.0))
@@ -266,7 +273,15 @@ class _Builder:
         return items[int(self.rng.integers(len(items)))]
 
     def pickc(self, key: str):
-        return self.choose(self.common[key])
+        """A domain-independent form; the longer ones are not said twice in a session until all were."""
+        items = self.common[key]
+        if key not in _FRESH:
+            return self.choose(items)
+        used = self.said_common.setdefault(key, set())
+        rest = [i for i in range(len(items)) if i not in used] or list(range(len(items)))
+        i = self.choose(rest)
+        used.add(i)
+        return items[i]
 
     def add(self, speaker: str, act: str, text_or_words, floor: str, relation=None, attach=None,
             phenomena=(), **kw) -> PlannedEvent:
