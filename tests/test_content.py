@@ -198,6 +198,24 @@ def test_words_follow_the_language_rule_and_no_form_glues_words():
                 assert not re.search(r"[^\s,，](and|so)\.\.\.", head.text), head.text
 
 
+def test_a_value_never_runs_into_the_english_next_to_it():
+    """Chinese writes no spaces, so "{restaurant}{day}" or "{restaurant}book" in a code-switched
+    template would glue "Kampong Kitchen" to "Friday"; every mixed-case English word said in a plan
+    must be written so in some content file."""
+    written = "\n".join(p.read_text(encoding="utf-8") for p in FRAMES.glob("*.yaml"))
+    seen = 0
+    for plan in plans():
+        if plan.language != "en-zh":
+            continue
+        for e in plan.events:
+            for w in e.words:
+                for tok in re.findall(r"[A-Za-z']+", w.text):
+                    if re.search(r"[a-z][A-Z]", tok):
+                        assert tok in written, (plan.session_id, e.id, e.text)
+                        seen += 1
+    assert seen > 0  # the content does have brand-like words (PayNow, WhatsApp): the check ran
+
+
 # -- diversity ------------------------------------------------------------------------------------
 BIGRAM_FLOOR = 0.27
 """Distinct system bigrams the content reaches (CONTENT.md asks 0.35, which authored frames do not

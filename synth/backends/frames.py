@@ -13,7 +13,6 @@ report the same task. Domain-independent short forms (backchannels, stop, repeat
 from __future__ import annotations
 
 import re
-import string
 import sys
 from functools import lru_cache
 from importlib import resources
@@ -30,6 +29,7 @@ LANGS = ("en", "zh", "en-zh")
 _FIELD = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 _MARKUP = re.compile(r"[\[\]<>*#_~`|\\]|[\U0001F300-\U0001FAFF\u2600-\u27BF]|\{(?![a-z_][a-z0-9_]*\})")
 _LATIN = re.compile(r"[A-Za-z]")
+_ALNUM_END, _ALNUM_START = re.compile(r"[A-Za-z0-9]$"), re.compile(r"[A-Za-z0-9]")
 _HAN = re.compile(r"[\u3400-\u9fff]")
 USER_WORDS, SYSTEM_WORDS = (2, 28), (4, 60)
 RESERVED = {"topic", "task", "old", "new", "user"}
@@ -44,7 +44,24 @@ def fields(text: str) -> set[str]:
 
 
 def fill(text: str, values: dict[str, str]) -> str:
-    return string.Formatter().vformat(text, (), values)
+    """``text`` with its ``{slot}`` fields replaced. In a line with Chinese, where no space is written
+    between words, a value that would run into Latin letters ("{restaurant}book", "{restaurant}{day}"
+    with English values) gets a space there. A missing value raises KeyError."""
+    pieces: list[tuple[str, bool]] = []  # (text, is_value)
+    pos = 0
+    for m in _FIELD.finditer(text):
+        pieces += [(text[pos : m.start()], False), (values[m.group(1)], True)]
+        pos = m.end()
+    pieces.append((text[pos:], False))
+    out, han, last_was_value = "", bool(_HAN.search(text)), False
+    for piece, is_value in pieces:
+        if not piece:
+            continue
+        if (han and out and (is_value or last_was_value) and _ALNUM_END.search(out)
+                and _ALNUM_START.match(piece)):
+            out += " "
+        out, last_was_value = out + piece, is_value
+    return out
 
 
 Texts = list[str]

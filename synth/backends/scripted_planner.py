@@ -231,7 +231,8 @@ def _lower_first(text: str, domain: str | None = None) -> str:
     head = text.split(" ", 1)[0]
     word = head.rstrip(",.?!'")
     common = word.lower() in _STARTERS or (domain is not None and word.lower() in _lower_words(domain))
-    if common and not head.isupper() and word not in ("I", "I'm", "I'd", "I've", "I'll"):
+    mixed_case = word[1:] != word[1:].lower()  # PayNow, WhatsApp: a name however it is spelt elsewhere
+    if common and not mixed_case and not head.isupper() and word not in ("I", "I'm", "I'd", "I've", "I'll"):
         return text[:1].lower() + text[1:]
     return text
 
