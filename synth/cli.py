@@ -351,7 +351,8 @@ def report(out_dir: Path = typer.Argument(..., help="A run folder."),
 @app.command()
 def view(out_dir: Path = typer.Argument(..., help="A run folder."),
          port: int = typer.Option(8765, "--port", min=0, max=65535, help="Port on 127.0.0.1 (0: any free).")) -> None:
-    """Browse a run in a local web page: sessions, audio players for both channels, pictures."""
+    """Browse and listen to a run in a local web page: filtered, paged sessions; per session a stereo
+    player (ch0 left, ch1 right) with mute/solo, a timeline with a playhead and a clickable transcript."""
     from .inspection.viewer import make_server
 
     _run_folder(out_dir)

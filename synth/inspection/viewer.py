@@ -1,67 +1,112 @@
-"""``synth view``: a small local web server (127.0.0.1 only) to browse a run.
+"""``synth view``: a small local web server (127.0.0.1 only) to browse and listen to a run.
 
-``/`` lists the sessions (id, scenario, language, duration, phenomena) with an audio player per
-channel and the session picture; ``/audio/<id>/<user|system>.flac`` serves the stored FLAC bytes
-as they are (with single byte ranges, so the players can seek); ``/preview/<id>.png`` draws the picture on first request and caches it in memory;
-``/report`` serves the HTML report. Standard library ``http.server`` (threaded) is enough: this
-is a single-user local tool, not a service.
+``/`` lists the sessions, filtered by language, scenario and phenomenon and paged on the server
+(``?lang=&scenario=&phen=&page=&per=``), from a light catalogue that holds no audio or label
+arrays; ``/session/<id>`` is one session's page (stereo player with mute/solo per channel, timeline
+with a playhead, clickable transcript: :mod:`.viewer_pages`); ``/audio/<id>/mix.flac`` is the
+stereo mix built on request (ch0 user side left, ch1 system right), ``/audio/<id>/<user|system>.flac``
+the stored FLAC bytes as they are (all with single byte ranges, so the player can seek);
+``/preview/<id>.png`` draws the picture on first request; ``/report`` serves the HTML report;
+``/static/`` the page's script and style. Standard library ``http.server`` (threaded) is enough:
+this is a single-user local tool, not a service. Recent sessions, mixes and pictures are kept in
+small LRU caches, so memory stays bounded on a run of any size.
 """
 
 from __future__ import annotations
 
-import html
 import re
 import threading
+from collections import OrderedDict
 from functools import partial
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
 from pathlib import Path
+from urllib.parse import parse_qs
 
 from .runfolder import RunFolder
+from .viewer_data import Catalogue, Filters, stereo_flac
 
-_AUDIO = re.compile(r"^/audio/([A-Za-z0-9][A-Za-z0-9_-]*)/(user|system)\.flac$")
+_ID = r"([A-Za-z0-9][A-Za-z0-9_-]*)"
+_AUDIO = re.compile(rf"^/audio/{_ID}/(user|system|mix)\.flac$")
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
-_PREVIEW = re.compile(r"^/preview/([A-Za-z0-9][A-Za-z0-9_-]*)\.png$")
+_PREVIEW = re.compile(rf"^/preview/{_ID}\.png$")
+_SESSION = re.compile(rf"^/session/{_ID}$")
+_STATIC = {"viewer.js": "text/javascript; charset=utf-8", "viewer.css": "text/css; charset=utf-8"}
+PER_PAGE, MAX_PER_PAGE = 50, 500
+
+
+class _Lru(OrderedDict):
+    """A tiny LRU map: the last ``size`` items."""
+
+    def __init__(self, size: int):
+        super().__init__()
+        self.size = size
+
+    def put(self, key, value):
+        self[key] = value
+        self.move_to_end(key)
+        while len(self) > self.size:
+            self.popitem(last=False)
+        return value
 
 
 class _State:
-    """What the handler threads share: the run and caches (guarded by one lock)."""
+    """What the handler threads share: the run, its catalogue and caches (guarded by one lock)."""
 
     def __init__(self, run: RunFolder):
         self.run = run
+        self.catalogue = Catalogue.of(run)
         self.lock = threading.Lock()
-        self.audio: dict[tuple[str, str], bytes] = {}
-        self.pictures: dict[str, bytes] = {}
-        self.page: bytes | None = None
+        self.sessions = _Lru(8)
+        self.mixes = _Lru(4)
+        self.pictures = _Lru(16)
         self.report: bytes | None = None
 
-    def session_ids(self) -> set[str]:
-        return {r.session_id for r in self.run.records}
+    def known(self, sid: str) -> bool:
+        return sid in self.catalogue.by_id
 
-    def load_audio(self, sid: str, channel: str) -> bytes:
+    def session(self, sid: str):
         with self.lock:
-            if (sid, channel) not in self.audio:
-                s = self.run.session(sid)
-                self.audio[(sid, "user")], self.audio[(sid, "system")] = s.user_flac, s.system_flac
-            return self.audio[(sid, channel)]
+            if sid in self.sessions:
+                self.sessions.move_to_end(sid)
+                return self.sessions[sid]
+            return self.sessions.put(sid, self.catalogue.session(sid))
+
+    def audio(self, sid: str, channel: str) -> bytes:
+        s = self.session(sid)
+        if channel != "mix":
+            return s.user_flac if channel == "user" else s.system_flac
+        with self.lock:
+            if sid not in self.mixes:
+                self.mixes.put(sid, stereo_flac(s))
+            return self.mixes[sid]
 
     def picture(self, sid: str) -> bytes:
         import tempfile
 
         from .preview import draw
 
+        s = self.session(sid)
         with self.lock:
             if sid not in self.pictures:
                 with tempfile.TemporaryDirectory() as tmp:
-                    p = draw(self.run.session(sid), Path(tmp) / "p.png")
-                    self.pictures[sid] = p.read_bytes()
+                    self.pictures.put(sid, draw(s, Path(tmp) / "p.png").read_bytes())
             return self.pictures[sid]
 
-    def index(self) -> bytes:
-        with self.lock:
-            if self.page is None:
-                self.page = index_page(self.run).encode()
-            return self.page
+    def index(self, query: str) -> bytes:
+        from .viewer_pages import index_page
+
+        q = {k: v[-1] for k, v in parse_qs(query).items()}
+        f = Filters(q.get("lang", ""), q.get("scenario", ""), q.get("phen", ""))
+        per = min(max(1, _int(q.get("per"), PER_PAGE)), MAX_PER_PAGE)
+        page = self.catalogue.select(f, _int(q.get("page"), 1), per)
+        return index_page(self.catalogue, self.run.name, f, page).encode()
+
+    def session_page(self, sid: str) -> bytes:
+        from .viewer_pages import session_page
+
+        return session_page(self.session(sid), self.catalogue).encode()
 
     def report_page(self) -> bytes:
         from .report import build_report, figures, render_html
@@ -73,28 +118,15 @@ class _State:
             return self.report
 
 
-def index_page(run: RunFolder) -> str:
-    rows = []
-    for r in run.records:
-        sid = html.escape(r.session_id)
-        phen = ", ".join(sorted({h.id for h in r.phenomena}))
-        rows.append(
-            f'<section class="session" id="{sid}" data-session="{sid}">'
-            f"<h2>{sid}</h2><p>{html.escape(r.scenario_id)} · {r.language} · {r.duration_s:.1f} s · "
-            f"{len(r.events)} events · {len(r.delegations)} work items</p>"
-            f'<p class="phen">{html.escape(phen)}</p>'
-            f'<div class="players"><label>ch0 user side <audio controls preload="metadata" data-channel="user" '
-            f'src="/audio/{sid}/user.flac"></audio></label>'
-            f'<label>ch1 system <audio controls preload="metadata" data-channel="system" '
-            f'src="/audio/{sid}/system.flac"></audio></label></div>'
-            f'<details><summary>picture</summary><img loading="lazy" alt="{sid}" src="/preview/{sid}.png"></details>'
-            "</section>"
-        )
-    style = ("body{font-family:sans-serif;max-width:1400px;margin:1em auto}section{border-bottom:1px solid #ddd;"
-             "padding:.5em 0}.players{display:flex;gap:2em}img{max-width:100%}.phen{color:#666;font-size:12px}")
-    return (f"<!doctype html><html><head><meta charset=\"utf-8\"><title>{html.escape(run.name)} sessions</title>"
-            f"<style>{style}</style></head><body><h1>{html.escape(run.name)}: {len(rows)} sessions</h1>"
-            f'<p><a href="/report">statistics report</a></p>{"".join(rows)}</body></html>')
+def _int(text: str | None, default: int) -> int:
+    try:
+        return int(text) if text is not None else default
+    except ValueError:
+        return default
+
+
+def static_file(name: str) -> bytes:
+    return resources.files("synth").joinpath("data", "viewer", name).read_bytes()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -131,20 +163,26 @@ class _Handler(BaseHTTPRequestHandler):
         self.do_GET()
 
     def do_GET(self):  # noqa: N802 - http.server naming
-        path = self.path.split("?", 1)[0]
+        path, _, query = self.path.partition("?")
         st = self.state
+        html = "text/html; charset=utf-8"
         try:
             if path in ("/", "/index.html"):
-                return self._send(st.index(), "text/html; charset=utf-8")
+                return self._send(st.index(query), html)
             if path == "/report":
-                return self._send(st.report_page(), "text/html; charset=utf-8")
+                return self._send(st.report_page(), html)
+            if path.startswith("/static/") and path[8:] in _STATIC:
+                return self._send(static_file(path[8:]), _STATIC[path[8:]])
+            m = _SESSION.match(path)
+            if m and st.known(m.group(1)):
+                return self._send(st.session_page(m.group(1)), html)
             m = _AUDIO.match(path)
-            if m and m.group(1) in st.session_ids():
-                return self._send(st.load_audio(m.group(1), m.group(2)), "audio/flac")
+            if m and st.known(m.group(1)):
+                return self._send(st.audio(m.group(1), m.group(2)), "audio/flac")
             m = _PREVIEW.match(path)
-            if m and m.group(1) in st.session_ids():
+            if m and st.known(m.group(1)):
                 return self._send(st.picture(m.group(1)), "image/png")
-        except BrokenPipeError:
+        except (BrokenPipeError, ConnectionResetError):
             return None
         self._send(b"not found", "text/plain", HTTPStatus.NOT_FOUND)
 
