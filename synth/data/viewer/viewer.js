@@ -57,7 +57,7 @@
       el.querySelector(".mute").setAttribute("aria-pressed", String(state.mute[i]));
       el.querySelector(".solo").setAttribute("aria-pressed", String(state.solo[i]));
       el.classList.toggle("silent", g === 0);
-      if (graph) graph.gains[i].gain.setValueAtTime(g, graph.ctx.currentTime);
+      if (graph) graph.gains[i].gain.value = g;
     });
   }
 
