@@ -58,7 +58,8 @@ class _State:
         self.run = run
         self.catalogue = Catalogue.of(run)
         self.lock = threading.Lock()
-        self.sessions = _Lru(8)
+        self.sessions = _Lru(32)
+        self.with_audio = _Lru(4)
         self.mixes = _Lru(4)
         self.pictures = _Lru(16)
         self.report: bytes | None = None
@@ -66,15 +67,18 @@ class _State:
     def known(self, sid: str) -> bool:
         return sid in self.catalogue.by_id
 
-    def session(self, sid: str):
+    def session(self, sid: str, with_audio: bool = False):
+        """A session from the caches, else from its shard (records and audio are cached apart:
+        a page needs no audio, and reading a shard's audio column is the slow part)."""
+        cache = self.with_audio if with_audio else self.sessions
         with self.lock:
-            if sid in self.sessions:
-                self.sessions.move_to_end(sid)
-                return self.sessions[sid]
-            return self.sessions.put(sid, self.catalogue.session(sid))
+            if sid in cache:
+                cache.move_to_end(sid)
+                return cache[sid]
+            return cache.put(sid, self.catalogue.session(sid, with_audio))
 
     def audio(self, sid: str, channel: str) -> bytes:
-        s = self.session(sid)
+        s = self.session(sid, with_audio=True)
         if channel != "mix":
             return s.user_flac if channel == "user" else s.system_flac
         with self.lock:
@@ -87,7 +91,7 @@ class _State:
 
         from .preview import draw
 
-        s = self.session(sid)
+        s = self.session(sid, with_audio=True)
         with self.lock:
             if sid not in self.pictures:
                 with tempfile.TemporaryDirectory() as tmp:
