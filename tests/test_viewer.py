@@ -201,3 +201,22 @@ def test_busy_port_is_a_one_line_error(tmp_path_factory):
         port = s.getsockname()[1]
         r = synth("view", run_dir, "--port", port, check=False, timeout=60)
     assert r.returncode == 2 and f"127.0.0.1:{port}" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_webdataset_only_run_and_page_clamping(tmp_path_factory, tmp_path):
+    import shutil
+
+    from synth.inspection.viewer_data import Catalogue, Filters
+
+    run_dir = small_run(tmp_path_factory)
+    (tmp_path / "shards").mkdir()
+    shutil.copy(run_dir / "run.json", tmp_path / "run.json")
+    shutil.copytree(run_dir / "shards" / "webdataset", tmp_path / "shards" / "webdataset")
+    wds, pq = Catalogue.of(RunFolder(tmp_path)), Catalogue.of(RunFolder(run_dir))
+    assert [(e.session_id, e.num_events, e.phenomena) for e in wds.entries] == \
+           [(e.session_id, e.num_events, e.phenomena) for e in pq.entries]
+    sid = wds.entries[-1].session_id
+    assert wds.session(sid).system_flac == pq.session(sid).system_flac
+    page = pq.select(Filters(), page=99, per=2)
+    assert (page.number, page.pages, [e.session_id for e in page.entries]) == (3, 3, [pq.entries[4].session_id])
+    assert pq.select(Filters(language="xx")).matched == 0
