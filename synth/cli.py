@@ -372,7 +372,7 @@ def view(out_dir: Path = typer.Argument(..., help="A run folder."),
 
 @app.command()
 def export(out_dir: Path = typer.Argument(..., help="A run folder."),
-           fmt: str = typer.Option(..., "--format", help="minicpm, moshi or fdb"),
+           fmt: str = typer.Option(..., "--format", help="minicpm, moshi, fdb, textgrid, rttm (+ CTM) or audacity"),
            output: Path = typer.Option(..., "-o", "--output", help="Folder to write."),
            decision_lag: int = typer.Option(0, "--decision-lag", help="minicpm: units the text runs ahead of its audio."),
            sample_rate: int = typer.Option(24000, "--sample-rate", help="moshi: WAV rate (Mimi uses 24000).")) -> None:

@@ -6,13 +6,15 @@ items) at its own frame period, never by resampling the stored 80 ms arrays:
 - ``minicpm``: MiniCPM-o duplex 1 s units (``synth.export.minicpm``)
 - ``moshi``: moshi-finetune stereo WAV + ``alignments`` JSON + manifest (``synth.export.moshi``)
 - ``fdb``: Full-Duplex-Bench v1 / v1.5 style sample folders per task (``synth.export.fdb``)
+- ``textgrid``, ``rttm`` (+ CTM), ``audacity``: files for Praat, diarization tools and Audacity
+  beside each session's audio (``synth.export.tools``)
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-FORMATS = ("minicpm", "moshi", "fdb")
+FORMATS = ("minicpm", "moshi", "fdb", "textgrid", "rttm", "audacity")
 
 
 def export_run(run_dir: str | Path, fmt: str, out_dir: str | Path, **options) -> dict:
@@ -32,6 +34,10 @@ def export_run(run_dir: str | Path, fmt: str, out_dir: str | Path, **options) ->
         from .minicpm import export
     elif fmt == "moshi":
         from .moshi import export
-    else:
+    elif fmt == "fdb":
         from .fdb import export
+    else:
+        from . import tools
+
+        export = getattr(tools, f"export_{fmt}")
     return export(run, out, **options)
