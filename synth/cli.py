@@ -315,6 +315,20 @@ def _run_folder(out_dir: Path):
     return RunFolder(out_dir)
 
 
+@app.command("render")
+def render_cmd(out_dir: Path = typer.Argument(..., help="A run folder."),
+               session: str = typer.Option(..., "--session", help="The session id."),
+               dest: Path = typer.Option(..., "-o", "--out", help="Folder for the rebuilt files.")) -> None:
+    """Rebuild one session from its record alone and compare it byte for byte with the run's."""
+    from .rerender import rerender_from_run
+
+    same = rerender_from_run(out_dir, session, dest)
+    for name, ok in same.items():
+        console.print(f"  {session}.{name}: {'identical to the run' if ok else '[red]differs from the run[/]'}")
+    if not all(same.values()):
+        raise typer.Exit(1)
+
+
 @app.command()
 def preview(out_dir: Path = typer.Argument(..., help="A run folder."),
             session_id: str = typer.Argument(..., help="A session id, e.g. demo-000003."),

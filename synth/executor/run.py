@@ -94,12 +94,20 @@ def prepare_folder(spec: RunSpec) -> Store:
         "bank": None if spec.bank is None else {
             "digest": spec.bank.digest, "files": len(spec.bank.files), "categories": spec.bank.categories(),
             "skipped": [{"file": f, "reason": r} for f, r in spec.bank.skipped],
+            "folders": bank_folders(spec.bank),
             "licences": sorted({f.entry.licence for f in spec.bank.files})},
         "versions": {"duplexsynth": __version__, "numpy": numpy.__version__,
                      "pyarrow": pyarrow.__version__, "pydantic": pydantic.__version__},
     }
     store.write_text("run.json", json.dumps(info, indent=1, sort_keys=True))
     return store
+
+
+def bank_folders(bank) -> list[str]:
+    """The bank's folders as absolute paths, for ``synth render`` to load the same files."""
+    from pathlib import Path
+
+    return sorted({str(Path(f.file).parents[len(Path(f.entry.path).parts) - 1]) for f in bank.files})
 
 
 def pending_ranks(spec: RunSpec) -> list[int]:

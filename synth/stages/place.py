@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from statistics import NormalDist
 from typing import Callable
 
 import numpy as np
@@ -40,15 +39,14 @@ import numpy as np
 from ..audio import active_bounds, fade_out
 from ..errors import SessionReject
 from ..schema.config import TimingLaws
-from ..schema.dist import LogNormal, Normal, Uniform, _Bounded
 from ..schema.plan import Plan, PlannedEvent, PlannedWord, join_words
 from ..schema.timeline import BackendMessage, PlacedEvent, PlacedWord, StateTime, Timeline, WorkItem
 from ..backends.tts import Rendered
+from .tape import Tape, conditioned, rng_source
 
 AUDIBLE = ("user", "system", "third_party")
 MIN_SELF_GAP_MS = 50  # one speaker never overlaps their own previous sound
 BACKCHANNEL_SPACING_MS = 800  # LABELS §3: >= 800 ms since the listener's last backchannel
-REJECTION_TRIES = 400
 
 
 @dataclass(frozen=True)
@@ -62,53 +60,6 @@ class Draw:
     value_ms: float
     lo_ms: float = -math.inf
     hi_ms: float = math.inf
-
-
-def conditioned(sample, rng: np.random.Generator, lo: float = -math.inf, hi: float = math.inf) -> float:
-    """A draw of ``sample`` conditioned on ``[lo, hi]``.
-
-    ``sample`` is a law of ``synth.schema.dist`` (its own bounds apply too) or a function of the
-    generator (a mixture, a sum). Uniform, normal and log-normal laws are drawn exactly by the
-    inverse CDF (``statistics.NormalDist``: pure Python, the same on every machine); anything
-    else by rejection, falling back to the nearest bound when the interval holds almost none of
-    the law's mass.
-    """
-    if isinstance(sample, _Bounded):
-        lo = max(lo, -math.inf if sample.low is None else sample.low)
-        hi = min(hi, math.inf if sample.high is None else sample.high)
-        exact = _inverse_cdf(sample, rng, lo, hi)
-        if exact is not None:
-            return exact
-        sample = sample.sample
-    x = sample(rng)
-    for _ in range(REJECTION_TRIES):
-        if lo <= x <= hi:
-            return float(x)
-        x = sample(rng)
-    return float(min(max(x, lo), hi))
-
-
-def _inverse_cdf(law, rng: np.random.Generator, lo: float, hi: float) -> float | None:
-    if lo > hi:
-        return float(hi)
-    if isinstance(law, Uniform):
-        a, b = max(law.a, lo), min(law.b, hi)
-        return float(rng.uniform(a, b)) if a <= b else float(min(max(law.a, lo), hi))
-    if isinstance(law, Normal) and law.std > 0:
-        dist, to_x, from_x = NormalDist(law.mean, law.std), float, float
-    elif isinstance(law, LogNormal) and law.sigma > 0:
-        dist, to_x = NormalDist(math.log(law.median), law.sigma), math.exp
-        from_x = lambda v: math.log(v) if v > 0 else -math.inf  # noqa: E731
-    else:
-        return None
-    p_lo = dist.cdf(from_x(lo)) if lo > -math.inf else 0.0
-    p_hi = dist.cdf(from_x(hi)) if hi < math.inf else 1.0
-    if p_hi - p_lo < 1e-12:  # no mass left in the interval: its edge nearest the law
-        return float(hi if hi < to_x(dist.mean) else lo)
-    u = float(rng.uniform(p_lo, p_hi))
-    if not 0.0 < u < 1.0:
-        return None
-    return float(min(max(to_x(dist.inv_cdf(u)), lo), hi))
 
 
 @dataclass
@@ -133,12 +84,14 @@ class Placed:
     audio: dict[str, np.ndarray]  # event id -> audio as placed (truncated if cut)
     draws: list[Draw] = field(default_factory=list)
     dropped: dict[str, str] = field(default_factory=dict)  # planned event id -> why it is not in the timeline
+    tape: Tape = field(default_factory=Tape)  # every value drawn, to replay the placement from a record
 
 
 class Clock:
     def __init__(self, plan: Plan, rendered: dict[str, Rendered], laws: TimingLaws, sample_rate: int,
-                 rng_for: Callable[[str], np.random.Generator]):
-        self.plan, self.rendered, self.laws, self.sr, self.rng_for = plan, rendered, laws, sample_rate, rng_for
+                 rng_for: Callable[[str], np.random.Generator] | None, tape: Tape):
+        self.plan, self.rendered, self.laws, self.sr, self.tape = plan, rendered, laws, sample_rate, tape
+        self.rng_for = rng_source(tape, rng_for)
         self.slots: dict[str, _Slot] = {}
         self.order: list[str] = []
         self.work: dict[str, dict] = {}
@@ -276,7 +229,7 @@ class Clock:
         L = self.laws
         if ev.relation is None or ev.attach_to is None:
             if not self.order:
-                return self.ms(L.lead_in_ms.sample(rng))
+                return self.ms(self.tape.take(ev.id, "lead_in", lambda: L.lead_in_ms.sample(rng)))
             anchor = max(s.off for s in self.slots.values())
             lo = max(50.0, self.to_ms(self._free(ev.speaker) - anchor))
             return self._draw("opening_gap", ev, L.user_gap_ms, anchor, rng, lo)
@@ -297,14 +250,14 @@ class Clock:
         if ev.id in self.progress:
             self._progress(self.progress[ev.id], target)
         if ev.relation == "during":  # media, or a sound inside someone's speech
-            return target.on + int(rng.uniform(0.05, 0.6) * len(target.audio))
+            return target.on + int(self.tape.take(ev.id, "during_at", lambda: rng.uniform(0.05, 0.6)) * len(target.audio))
         return self._gap(ev, slot, target, rng)
 
     def _draw(self, quantity: str, ev: PlannedEvent, sample, anchor: int, rng,
               lo: float = -math.inf, hi: float = math.inf, shift: float = 0.0) -> int:
         """Onset ``anchor + x`` with ``x`` (ms) = ``shift`` + a draw of ``sample`` (a law, or a
         function of the generator), ``x`` conditioned on ``[lo, hi]``."""
-        x = shift + conditioned(sample, rng, lo - shift, hi - shift)
+        x = shift + self.tape.take(ev.id, quantity, lambda: conditioned(sample, rng, lo - shift, hi - shift))
         self.draws.append(Draw(quantity, ev.id, anchor, x, lo, hi))
         return anchor + self.ms(x)
 
@@ -354,8 +307,9 @@ class Clock:
     def _interrupt(self, ev: PlannedEvent, target: _Slot, rng) -> int:
         L = self.laws
         k = self._word(ev, target)
-        latency = self.ms(L.stop_latency_ms.sample(rng))
-        on = target.on + target.words[k][2] + self.ms(L.interrupt_onset_ms.sample(rng))
+        latency = self.ms(self.tape.take(ev.id, "stop_latency", lambda: L.stop_latency_ms.sample(rng)))
+        on = target.on + target.words[k][2] + self.ms(
+            self.tape.take(ev.id, "interrupt_onset", lambda: L.interrupt_onset_ms.sample(rng)))
         user_free = self._free(ev.speaker)
         on = max(on, user_free, target.on + 1)
         # the cut lands before the last word starts, so something is left unsaid (text_after_cut)
@@ -363,7 +317,7 @@ class Clock:
         if on < max(user_free, target.on + 1):
             raise SessionReject("place", "interrupt_unplaceable", f"{ev.id} on {target.ev.id}")
         self.draws.append(Draw("stop_latency", ev.id, on, self.to_ms(latency)))
-        self._cut(target, on + latency - target.on, rng)
+        self._cut(target, on + latency - target.on, self.tape.take(ev.id, "cut_fade", lambda: L.cut_fade_ms.sample(rng)))
         return on
 
     def _word(self, ev: PlannedEvent, target: _Slot) -> int:
@@ -374,7 +328,7 @@ class Clock:
                                 f"{ev.id}: word {k} of {target.ev.id}, which has {len(target.words)}")
         return k
 
-    def _cut(self, slot: _Slot, at: int, rng) -> None:
+    def _cut(self, slot: _Slot, at: int, fade_ms: float) -> None:
         """Truncate ``slot`` at ``at`` samples from its start with a short fade (R4).
 
         What was anchored on the event's end moves with it: a delegation opened right after it
@@ -382,7 +336,7 @@ class Clock:
         the spoken end (``_free`` reads the slots as cut).
         """
         old_off = slot.off
-        fade = self.ms(self.laws.cut_fade_ms.sample(rng))
+        fade = self.ms(fade_ms)
         audio = fade_out(slot.audio[:at], fade)
         bounds = active_bounds(audio, self.sr)
         end = bounds[1] if bounds else at
@@ -449,9 +403,11 @@ class Clock:
         L = self.laws
         open_ = ack.off
         if ack.ev.speaker != "system":  # opened silently after the user's request
-            open_ += self.ms(L.ack_delay_ms.sample(self.rng_for(f"work-{w.work_id}-open")))
+            open_ += self.ms(self.tape.take(f"work-{w.work_id}", "ack_delay", lambda: L.ack_delay_ms.sample(
+                self.rng_for(f"work-{w.work_id}-open"))))
         close = open_ + max(1, self.ms(L.delegate_span_ms))
-        complete = open_ + self.ms(L.tool_latency_ms.sample(self.rng_for(f"work-{w.work_id}")))
+        complete = open_ + self.ms(self.tape.take(f"work-{w.work_id}", "tool_latency", lambda: L.tool_latency_ms.sample(
+            self.rng_for(f"work-{w.work_id}"))))
         self.work[w.work_id] = {"plan": w, "open": open_, "close": close, "complete": max(complete, close + 1),
                                 "backend": [], "latency_lo_ms": -math.inf}
 
@@ -537,7 +493,8 @@ class Clock:
         item["latency_lo_ms"] = max(item["latency_lo_ms"], low_ms)
         if item["complete"] >= not_before:
             return
-        x = conditioned(law, self.rng_for(f"work-{work_id}-{why}"), lo=low_ms)
+        x = self.tape.take(f"work-{work_id}", f"tool_latency_{why}",
+                           lambda: conditioned(law, self.rng_for(f"work-{work_id}-{why}"), lo=low_ms))
         item["complete"] = item["open"] + max(self.ms(x), not_before - item["open"])
 
     def _states(self, w: dict, deliver: _Slot | None) -> list[StateTime]:
@@ -556,7 +513,7 @@ class Clock:
     # -- output --------------------------------------------------------------------------
     def _finish(self) -> Placed:
         end = max(s.off for s in self.slots.values())
-        tail = self.ms(self.laws.tail_ms.sample(self.rng_for("tail")))
+        tail = self.ms(self.tape.take("tail", "tail", lambda: self.laws.tail_ms.sample(self.rng_for("tail"))))
         events, audio = [], {}
         for eid in self.order:
             s = self.slots[eid]
@@ -590,10 +547,14 @@ class Clock:
             self.draws.append(Draw("tool_latency", wid, w["open"], self.to_ms(w["complete"] - w["open"]),
                                    w["latency_lo_ms"]))
         tl = Timeline(sample_rate=self.sr, num_samples=end + tail, events=events, work=work)
-        return Placed(tl, audio, list(self.draws), dict(self.dropped))
+        return Placed(tl, audio, list(self.draws), dict(self.dropped), self.tape)
 
 
 def place(plan: Plan, rendered: dict[str, Rendered], laws: TimingLaws, sample_rate: int,
-          rng_for: Callable[[str], np.random.Generator]) -> Placed:
-    """Place every event of ``plan`` on one clock; see the module docstring."""
-    return Clock(plan, rendered, laws, sample_rate, rng_for).place()
+          rng_for: Callable[[str], np.random.Generator] | None, tape: Tape | None = None) -> Placed:
+    """Place every event of ``plan`` on one clock; see the module docstring.
+
+    Every value drawn lands in ``tape`` (``Placed.tape``); a recorded tape replays them and no
+    generator is used (``rng_for`` may then be None).
+    """
+    return Clock(plan, rendered, laws, sample_rate, rng_for, tape or Tape()).place()
