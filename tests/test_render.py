@@ -113,3 +113,32 @@ def test_no_draws_stand_in_refuses_use():
     assert t.take("e1", "gap", lambda: 9.0) == 1.5
     with pytest.raises(SessionReject, match="clock.e1.gap\\[1\\]"):
         t.take("e1", "gap", lambda: 9.0)
+
+
+def test_kokoro_session_rerenders_byte_identical():
+    """A short en / zh / en-zh Kokoro session (three turns: Kokoro is slow) made, then rebuilt
+    from its record: same FLAC bytes and the same record."""
+    from synth.banks.bank import resolve_banks
+    from synth.executor.task import build_tts
+    from synth.io.config_files import load_seed
+    from synth.schema.plan import Plan, PlannedEvent
+    from synth.session import SessionOutput, make_session, rerender
+    from synth.text import tokenize
+
+    cfg = PipelineConfig.model_validate(yaml.safe_load((ROOT / "pipelines" / "demo.yaml").read_text())
+                                        | {"tts": {"engine": "kokoro"}})
+    bank = resolve_banks(cfg.acoustics.banks, ROOT / "pipelines")
+    seed = load_seed(ROOT / "scenario_seeds" / "banking-en-zh.yaml")
+    turns = [("u1", "user", "request", None, None, "我明天有个 meeting，帮我 check 一下。"),
+             ("s1", "system", "answer", "responds_to", "u1", "Sure, you are free after three."),
+             ("u2", "user", "acknowledge", "responds_to", "s1", "好的，谢谢。")]
+    plan = Plan(session_id="kokoro-000000", scenario_id=seed.id, language="en-zh", planner="test", events=[
+        PlannedEvent(id=i, speaker=spk, act=act, floor_intent="take", relation=rel, attach_to=to, words=tokenize(text))
+        for i, spk, act, rel, to, text in turns])
+    tts = build_tts(cfg)
+    made = make_session(cfg, seed, 5, plan.session_id, None, tts, bank=bank, plan=plan)
+    assert isinstance(made, SessionOutput), made
+    again = rerender(cfg, made.record, tts, bank)
+    assert (again.user_flac, again.system_flac) == (made.user_flac, made.system_flac)
+    assert again.record.model_dump_json() == made.record.model_dump_json()
+    assert {e.lang for e in made.record.events} == {"en", "zh", "en-zh"}
