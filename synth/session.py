@@ -80,6 +80,28 @@ def _decorated(plan, seed: ScenarioSeed, config: PipelineConfig, rng):
         raise SessionReject("paraling", "plan_rule", msg) from None
 
 
+def decorated_plan(config: PipelineConfig, seed: ScenarioSeed, run_seed: int, session_id: str, planner) -> Plan:
+    """The plan as it will be rendered: the planner's, after the paralinguistic pass."""
+    plan = planner.plan(seed, session_id, stream(run_seed, session_id, "plan"))
+    return _decorated(plan, seed, config, stream(run_seed, session_id, "paraling"))
+
+
+def given_plan(text: str, seed: ScenarioSeed, session_id: str) -> Plan:
+    """A plan from a plans file, validated; a bad one is a reject naming the field."""
+    from pydantic import ValidationError
+
+    try:
+        plan = Plan.model_validate_json(text)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(x) for x in err["loc"]) or "plan"
+        raise SessionReject("plan", "plan_invalid", f"{where}: {err['msg'].removeprefix('Value error, ')}") from None
+    if plan.session_id != session_id or plan.scenario_id != seed.id:
+        raise SessionReject("plan", "plan_invalid", f"session_id/scenario_id: {plan.session_id}/{plan.scenario_id} "
+                                                    f"!= {session_id}/{seed.id}")
+    return plan
+
+
 def draw_spec(config: PipelineConfig, seed: ScenarioSeed, run_seed: int, plan: Plan,
               bank: Bank | None) -> tuple[RenderSpec, Scene]:
     """Every render-stage choice of a decorated plan: voices, scene, per-event render choices.
@@ -96,14 +118,16 @@ def draw_spec(config: PipelineConfig, seed: ScenarioSeed, run_seed: int, plan: P
 
 def make_session(config: PipelineConfig, seed: ScenarioSeed, run_seed: int, session_id: str,
                  planner, tts: TTSEngine, timer: Timer | None = None,
-                 bank: Bank | None = None, plan: Plan | None = None) -> SessionOutput | Reject:
-    """Plan (or take ``plan``, e.g. a reviewed one), decorate, draw the spec, render."""
+                 bank: Bank | None = None, plan: Plan | str | None = None) -> SessionOutput | Reject:
+    """Plan and decorate (or take ``plan``, decorated: a reviewed one, or its JSON), draw the
+    spec, render."""
     timer = timer or Timer()
     t0 = time.perf_counter()
     try:
         if plan is None:
-            plan = planner.plan(seed, session_id, stream(run_seed, session_id, "plan"))
-            plan = _decorated(plan, seed, config, stream(run_seed, session_id, "paraling"))
+            plan = decorated_plan(config, seed, run_seed, session_id, planner)
+        elif isinstance(plan, str):
+            plan = given_plan(plan, seed, session_id)
         spec, scene = draw_spec(config, seed, run_seed, plan, bank)
         timer.add("plan", t0)
         return render_session(config, spec, scene, run_seed, tts, bank, timer,

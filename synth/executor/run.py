@@ -23,6 +23,8 @@ def data_settings(spec: RunSpec) -> dict:
         "seeds": [s.model_dump(mode="json") for s in spec.seeds],
         "version": __version__,
         "bank": spec.bank.digest if spec.bank is not None else None,
+        "plans": None if spec.plans is None else hashlib.blake2b(
+            json.dumps(spec.plans).encode(), digest_size=16).hexdigest(),
     }
 
 
@@ -51,7 +53,8 @@ def _refusal(store: Store, old_info: dict, spec: RunSpec, fp: str) -> str:
                 f"{old_info.get('fingerprint')} != {fp}); use another --out folder")
     def flat(d: dict) -> dict:  # config keys at the top, as a pipeline file spells them
         seeds = {s.get("id", i): s for i, s in enumerate(d.get("seeds", []))}
-        return {**d.get("config", {}), "scenario_seeds": seeds, "version": d.get("version"), "bank": d.get("bank")}
+        return {**d.get("config", {}), "scenario_seeds": seeds, "version": d.get("version"), "bank": d.get("bank"),
+                "plans": d.get("plans")}
 
     diffs = settings_diff(flat(old), flat(data_settings(spec)))
     shown = "; ".join(diffs[:6]) + (f"; and {len(diffs) - 6} more" if len(diffs) > 6 else "")
