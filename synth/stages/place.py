@@ -79,6 +79,22 @@ class _Slot:
 
 
 @dataclass
+class _Work:
+    """A delegated job while the clock places it: sample times, filled in as they are known."""
+
+    plan: object  # the PlannedWork
+    open: int
+    close: int
+    complete: int
+    backend: list = field(default_factory=list)
+    latency_lo_ms: float = -math.inf
+    inject: int | None = None
+    deliver_event: str | None = None
+    cancel: int | None = None
+    drop: int | None = None
+
+
+@dataclass
 class Placed:
     timeline: Timeline
     audio: dict[str, np.ndarray]  # event id -> audio as placed (truncated if cut)
@@ -94,11 +110,15 @@ class Clock:
         self.rng_for = rng_source(tape, rng_for)
         self.slots: dict[str, _Slot] = {}
         self.order: list[str] = []
-        self.work: dict[str, dict] = {}
+        self.work: dict[str, _Work] = {}
         self.draws: list[Draw] = []
         self.dropped: dict[str, str] = {}
         self.floor_guard = 0  # while redrawing a system onset: the end of the user turn it fell into
         self.stand_in: dict[str, str | None] = {}  # dropped event -> the placed event that anchors its dependents
+        self.cancels = {w.cancelled_by: w.work_id for w in plan.work if w.cancelled_by}
+        self.progress = {w.progress_by: w for w in plan.work if w.progress_by}
+        self.continued = {e.attach_to for e in plan.events if e.relation == "continues"}
+        self.run_end: dict[str, str] = {}  # a delivery of a run -> the delivery of it spoken last
 
     def ms(self, x: float) -> int:
         return int(round(x * self.sr / 1000))
@@ -108,10 +128,6 @@ class Clock:
 
     def place(self) -> Placed:
         planned_work = {w.opened_by: w for w in self.plan.work}
-        self.cancels = {w.cancelled_by: w.work_id for w in self.plan.work if w.cancelled_by}
-        self.progress = {w.progress_by: w for w in self.plan.work if w.progress_by}
-        self.continued = {e.attach_to for e in self.plan.events if e.relation == "continues"}
-        self.run_end: dict[str, str] = {}
         for planned in self._placement_order():
             ev = self._reanchored(planned)
             if ev is None:
@@ -217,7 +233,7 @@ class Clock:
             for e in block:  # the talk the plan puts before the results happened before they came
                 if e.attach_to in self.work:
                     self._condition(e.attach_to, latest, "deliver")
-            block.sort(key=lambda e: (self.work[e.attach_to]["complete"], e.id) if e.attach_to in self.work
+            block.sort(key=lambda e: (self.work[e.attach_to].complete, e.id) if e.attach_to in self.work
                        else (0, e.id))
             for e in block:  # what follows the run follows the delivery spoken last
                 self.run_end[e.id] = block[-1].id
@@ -350,9 +366,8 @@ class Clock:
         slot.text_after_cut = join_words([PlannedWord(text=w[0], lang=w[1]) for w in cut])
         shift = slot.off - old_off
         for item in self.work.values():
-            if item["plan"].opened_by == slot.ev.id:
-                for key in ("open", "close", "complete"):
-                    item[key] += shift
+            if item.plan.opened_by == slot.ev.id:
+                item.open, item.close, item.complete = item.open + shift, item.close + shift, item.complete + shift
 
     def _backchannel(self, ev: PlannedEvent, slot: _Slot, target: _Slot, rng) -> int | None:
         """Onset law from the end of the attached word, inside the target, with >= 700 ms of the
@@ -408,8 +423,7 @@ class Clock:
         close = open_ + max(1, self.ms(L.delegate_span_ms))
         complete = open_ + self.ms(self.tape.take(f"work-{w.work_id}", "tool_latency", lambda: L.tool_latency_ms.sample(
             self.rng_for(f"work-{w.work_id}"))))
-        self.work[w.work_id] = {"plan": w, "open": open_, "close": close, "complete": max(complete, close + 1),
-                                "backend": [], "latency_lo_ms": -math.inf}
+        self.work[w.work_id] = _Work(w, open_, close, max(complete, close + 1))
 
     def _window(self, t: int, complete: int) -> int:
         L = self.laws
@@ -441,21 +455,21 @@ class Clock:
         """The result is injected when the gate opens and spoken a system gap later; a result
         older than its time-to-live at that moment is dropped (``stale_drop``), never spoken."""
         w = self.work[ev.attach_to]
-        inject = self._gate(w["complete"])
-        if (inject - w["complete"]) > self.ms(self.laws.result_ttl_ms):
-            w["drop"] = w["complete"] + self.ms(self.laws.result_ttl_ms)
+        inject = self._gate(w.complete)
+        if (inject - w.complete) > self.ms(self.laws.result_ttl_ms):
+            w.drop = w.complete + self.ms(self.laws.result_ttl_ms)
             latest = max((s for s in self.slots.values() if s.ev.speaker in AUDIBLE), key=lambda s: s.off, default=None)
             self._drop(ev, f"result_expired {ev.attach_to}", latest.ev.id if latest else None)
             return None
-        lo = w["complete"] - self._window(w["complete"], w["complete"])
+        lo = w.complete - self._window(w.complete, w.complete)
         if any(s.ev.speaker in ("user", "third_party") and s.on < inject and s.off > lo
                for s in self.slots.values()):
             slot.phenomena.append("result_deferred")  # ready while the user side was talking
-        w["inject"] = inject
-        w["deliver_event"] = ev.id
-        kind = "error" if w["plan"].outcome == "failure" else "result"
-        w["backend"].append(BackendMessage(kind=kind, sample=inject,
-                                           text=f"<backend>{kind}: {w['plan'].result_text}</backend>"))
+        w.inject = inject
+        w.deliver_event = ev.id
+        kind = "error" if w.plan.outcome == "failure" else "result"
+        w.backend.append(BackendMessage(kind=kind, sample=inject,
+                                           text=f"<backend>{kind}: {w.plan.result_text}</backend>"))
         return self._draw("delivery_gap", ev, self.laws.system_gap_ms, inject, rng,
                           self.to_ms(self._free("system") - inject))
 
@@ -465,8 +479,8 @@ class Clock:
         if w is None:
             raise SessionReject("place", "cancel_before_open", work_id)
         self._condition(work_id, by.on, "cancel")  # a result ready earlier would have been delivered
-        w["cancel"] = by.off
-        w["drop"] = max(by.off, w["complete"])
+        w.cancel = by.off
+        w.drop = max(by.off, w.complete)
 
     def _progress(self, w, question: _Slot) -> None:
         """The system polls the backend when the progress question ends; the work is still running."""
@@ -475,9 +489,9 @@ class Clock:
             raise SessionReject("place", "progress_before_open", w.work_id)
         at = question.off
         self._condition(w.work_id, at + self.ms(500), "progress")
-        if item["complete"] <= at:
+        if item.complete <= at:
             raise SessionReject("place", "progress_after_completion", w.work_id)
-        item["backend"].append(BackendMessage(kind="progress", sample=at,
+        item.backend.append(BackendMessage(kind="progress", sample=at,
                                               text=f"<backend>progress: {w.progress_text}</backend>"))
 
     def _condition(self, work_id: str, not_before: int, why: str) -> None:
@@ -485,27 +499,27 @@ class Clock:
         ``not_before`` (what the plan says happened first). Past the law's upper bound the draw
         stays; the gate then waits (and a result older than its time-to-live is dropped)."""
         item = self.work[work_id]
-        low_ms = (not_before - item["open"]) * 1000 / self.sr
+        low_ms = (not_before - item.open) * 1000 / self.sr
         law = self.laws.tool_latency_ms
         if law.high is not None and low_ms > law.high:
             return
         # a first draw already late enough is kept: either way the latency follows law | >= low
-        item["latency_lo_ms"] = max(item["latency_lo_ms"], low_ms)
-        if item["complete"] >= not_before:
+        item.latency_lo_ms = max(item.latency_lo_ms, low_ms)
+        if item.complete >= not_before:
             return
         x = self.tape.take(f"work-{work_id}", f"tool_latency_{why}",
                            lambda: conditioned(law, self.rng_for(f"work-{work_id}-{why}"), lo=low_ms))
-        item["complete"] = item["open"] + max(self.ms(x), not_before - item["open"])
+        item.complete = item.open + max(self.ms(x), not_before - item.open)
 
-    def _states(self, w: dict, deliver: _Slot | None) -> list[StateTime]:
-        done = "FAILED" if w["plan"].outcome == "failure" else "COMPLETED"
-        states = [("QUEUED", w["open"]), ("RUNNING", w["close"])]
-        if "cancel" in w:
-            if w["complete"] <= w["cancel"]:
-                states.append((done, w["complete"]))
-            states += [("CANCELLING", w["cancel"]), ("CANCELLED", w["drop"])]
+    def _states(self, w: "_Work", deliver: _Slot | None) -> list[StateTime]:
+        done = "FAILED" if w.plan.outcome == "failure" else "COMPLETED"
+        states = [("QUEUED", w.open), ("RUNNING", w.close)]
+        if w.cancel is not None:
+            if w.complete <= w.cancel:
+                states.append((done, w.complete))
+            states += [("CANCELLING", w.cancel), ("CANCELLED", w.drop)]
         else:
-            states.append((done, w["complete"]))
+            states.append((done, w.complete))
             if deliver is not None:
                 states += [("DELIVERING", deliver.on), ("DELIVERED", deliver.off)]
         return [StateTime(state=k, sample=v) for k, v in states]
@@ -531,21 +545,21 @@ class Clock:
             audio[eid] = s.audio
         work = []
         for wid, w in self.work.items():
-            deliver = self.slots.get(w.get("deliver_event", ""))
-            p = w["plan"]
+            deliver = self.slots.get(w.deliver_event or "")
+            p = w.plan
             work.append(WorkItem(
                 work_id=wid, tool=p.tool, objective=p.objective, result_text=p.result_text,
-                opened_by=p.opened_by, open_sample=w["open"], close_sample=w["close"],
-                complete_sample=w["complete"], inject_sample=w.get("inject"),
+                opened_by=p.opened_by, open_sample=w.open, close_sample=w.close,
+                complete_sample=w.complete, inject_sample=w.inject,
                 deliver_sample=deliver.on if deliver else None,
                 delivered_sample=deliver.off if deliver else None, stale=deliver is None,
-                states=self._states(w, deliver), outcome=p.outcome, cancel_sample=w.get("cancel"),
-                drop_sample=w.get("drop", w["complete"]) if deliver is None else None,
-                backend=sorted(w["backend"], key=lambda m: m.sample),
+                states=self._states(w, deliver), outcome=p.outcome, cancel_sample=w.cancel,
+                drop_sample=(w.drop if w.drop is not None else w.complete) if deliver is None else None,
+                backend=sorted(w.backend, key=lambda m: m.sample),
             ))
-            end = max(end, w["complete"], w.get("drop", 0))
-            self.draws.append(Draw("tool_latency", wid, w["open"], self.to_ms(w["complete"] - w["open"]),
-                                   w["latency_lo_ms"]))
+            end = max(end, w.complete, w.drop or 0)
+            self.draws.append(Draw("tool_latency", wid, w.open, self.to_ms(w.complete - w.open),
+                                   w.latency_lo_ms))
         tl = Timeline(sample_rate=self.sr, num_samples=end + tail, events=events, work=work)
         return Placed(tl, audio, list(self.draws), dict(self.dropped), self.tape)
 
