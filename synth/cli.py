@@ -111,12 +111,16 @@ def run(pipeline: Path = typer.Argument(..., help="Pipeline YAML."),
         workers: Optional[int] = typer.Option(None, "--workers", min=1),
         ray_address: Optional[str] = typer.Option(None, "--ray-address"),
         planner: Optional[str] = _PLANNER_OPT, llm_base_url: Optional[str] = _BASE_URL_OPT,
-        llm_model: Optional[str] = _MODEL_OPT, llm_cache_dir: Optional[Path] = _CACHE_OPT) -> None:
+        llm_model: Optional[str] = _MODEL_OPT, llm_cache_dir: Optional[Path] = _CACHE_OPT,
+        plans: Optional[Path] = typer.Option(None, "--plans", help="Render exactly these plans (JSONL from "
+                                             "synth plan -o) instead of planning.")) -> None:
     """Make sessions and write Parquet + WebDataset shards; resumes an interrupted run."""
     from .executor.run import execute, merge, pending_ranks, prepare_folder
 
     spec = _spec(pipeline, out, sessions, seed, executor, workers,
                  (planner, llm_base_url, llm_model, llm_cache_dir))
+    if plans is not None:
+        spec = _with_plans(spec, plans)
     store = prepare_folder(spec)
     ex = spec.config.executor
     todo = pending_ranks(spec)
@@ -146,6 +150,21 @@ def run(pipeline: Path = typer.Argument(..., help="Pipeline YAML."),
     if stats["sessions"] == 0 and stats["rejects"]:
         _all_rejected(store)
         raise typer.Exit(1)
+
+
+def _with_plans(spec, path: Path):
+    """The run spec rendering the plans of ``path``: one session per plan, in the file's order."""
+    import dataclasses
+
+    from .plans import read_plans
+
+    rows = read_plans(path)
+    known = {s.id for s in spec.seeds}
+    for n, (sid, seed_id, _) in enumerate(rows, 1):
+        if seed_id not in known:
+            raise UserError(f"{path}: {sid}: seed_id: {seed_id!r} is not a seed of the pipeline")
+    cfg = spec.config.model_copy(update={"sessions": len(rows)})
+    return dataclasses.replace(spec, config=cfg, plans=rows)
 
 
 def _all_rejected(store) -> None:
@@ -206,8 +225,11 @@ def plan(path: Path = typer.Argument(..., help="A scenario seed or pipeline YAML
          text: bool = typer.Option(False, "--text", help="Print transcripts to read instead of JSON, then the "
                                    "diversity figures (CONTENT.md) of the plans."),
          planner: Optional[str] = _PLANNER_OPT, llm_base_url: Optional[str] = _BASE_URL_OPT,
-         llm_model: Optional[str] = _MODEL_OPT, llm_cache_dir: Optional[Path] = _CACHE_OPT) -> None:
-    """Plan sessions (no audio) and print the validated plans as JSON (one object, or a list for -n > 1).
+         llm_model: Optional[str] = _MODEL_OPT, llm_cache_dir: Optional[Path] = _CACHE_OPT,
+         plans_out: Optional[Path] = typer.Option(None, "-o", "--out", help="Write the plans here as JSONL "
+                                                  "(for synth run --plans) instead of printing them.")) -> None:
+    """Plan sessions (no audio) and print the validated plans as JSON (one object, or a list for -n > 1):
+    the plans after the paralinguistic pass, i.e. what ``synth run`` renders.
 
     Rejected sessions are reported on stderr, one line each, and make the exit code 1.
     """
@@ -217,13 +239,15 @@ def plan(path: Path = typer.Argument(..., help="A scenario seed or pipeline YAML
     from .errors import SessionReject
     from .io.config_files import load_pipeline, load_seed, load_seeds
     from .rng import stream
-    from .schema.config import PlannerConfig
+    from .schema.config import PipelineConfig, PlannerConfig
+    from .session import decorated_plan
 
     data = yaml.safe_load(path.read_text()) if path.exists() else None
     if isinstance(data, dict) and "seeds" in data:
         cfg = load_pipeline(path)
         seeds, name, run_seed, pcfg = load_seeds(cfg, path), cfg.name, cfg.seed if seed == 0 else seed, cfg.planner
     else:
+        cfg = PipelineConfig(name="plan", seeds=[str(path)])
         seeds, name, run_seed, pcfg = [load_seed(path)], "plan", seed, PlannerConfig()
     pcfg = _planner_config(pcfg, planner, llm_base_url, llm_model, llm_cache_dir)
     engine = make_planner(pcfg)
@@ -236,12 +260,18 @@ def plan(path: Path = typer.Argument(..., help="A scenario seed or pipeline YAML
     plans, rejected = [], 0
     for s, sid in jobs:
         try:
-            plans.append(engine.plan(s, sid, stream(run_seed, sid, "plan")).model_dump(mode="json"))
+            plans.append(decorated_plan(cfg, s, run_seed, sid, engine).model_dump(mode="json"))
         except SessionReject as r:
             rejected += 1
             console.print(f"[yellow]reject[/] {sid}: {r.stage}: {r.reason} ({r.detail})", highlight=False)
     out = plans[0] if count == 1 and plans else plans
-    if text:
+    if plans_out is not None:
+        from .io.files import write_text_atomic
+        from .plans import plan_row
+
+        write_text_atomic(plans_out, "".join(plan_row(p["session_id"], p["scenario_id"], p) + "\n" for p in plans))
+        console.print(f"{len(plans)} plans written to {plans_out}", highlight=False)
+    elif text:
         from .inspection.diversity import diversity, plan_utterances
         from .inspection.transcript import transcript
         from .schema.plan import Plan
@@ -313,6 +343,20 @@ def _run_folder(out_dir: Path):
     from .inspection.runfolder import RunFolder
 
     return RunFolder(out_dir)
+
+
+@app.command("render")
+def render_cmd(out_dir: Path = typer.Argument(..., help="A run folder."),
+               session: str = typer.Option(..., "--session", help="The session id."),
+               dest: Path = typer.Option(..., "-o", "--out", help="Folder for the rebuilt files.")) -> None:
+    """Rebuild one session from its record alone and compare it byte for byte with the run's."""
+    from .rerender import rerender_from_run
+
+    same = rerender_from_run(out_dir, session, dest)
+    for name, ok in same.items():
+        console.print(f"  {session}.{name}: {'identical to the run' if ok else '[red]differs from the run[/]'}")
+    if not all(same.values()):
+        raise typer.Exit(1)
 
 
 @app.command()

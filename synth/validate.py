@@ -70,6 +70,7 @@ def validate_run(out_dir: str | Path) -> tuple[int, list[str]]:
             user, system = row.pop("user_audio")["bytes"], row.pop("system_audio")["bytes"]
             row["scene"] = json.loads(row["scene"])
             row["planner_meta"] = json.loads(row.get("planner_meta") or "{}")
+            row["render_spec"] = json.loads(row.get("render_spec") or "null")
             try:
                 rec = SessionRecord.model_validate(row)
             except Exception as e:  # a schema failure is a finding, not a crash

@@ -117,7 +117,7 @@ def test_same_seed_same_bytes_with_two_workers_and_resume(local_run):
 def test_other_config_in_same_folder_is_refused(local_run):
     tmp, out = local_run
     r = synth("run", pipeline(tmp), "--out", out, "--seed", "8", check=False)
-    assert r.returncode == 2 and "different generation config" in r.stderr
+    assert r.returncode == 2 and "different data settings (seed: 7 -> 8)" in r.stderr
     assert "Traceback" not in r.stderr
 
 

@@ -238,10 +238,10 @@ def test_paraling_breaking_a_plan_rule_is_a_reject(monkeypatch):
 
 
 def test_missing_bank_sound_is_a_reject():
-    from synth import session
+    from synth.stages import render
     from synth.schema.config import PipelineConfig
 
     laugh = ev("l1", "user", "laughter", "none", n=1, sound="laughter")
     with pytest.raises(SessionReject) as e:
-        session._sound(laugh, None, PipelineConfig(name="x", seeds=["x"]), stream(0, "x"))
+        render._draw_sound(laugh, None, PipelineConfig(name="x", seeds=["x"]), stream(0, "x"))
     assert e.value.reason == "no_bank_sound:laughter"

@@ -15,18 +15,57 @@ from ..schema.record import TaskStats
 from .task import RunSpec, marker_name, run_task
 
 
-def fingerprint(spec: RunSpec) -> str:
-    payload = {
+def data_settings(spec: RunSpec) -> dict:
+    """Everything that decides the data, and nothing else: the fingerprint input, kept in
+    ``run.json`` so that a refused resume can name what changed."""
+    return {
         "config": spec.config.generation_part(),
         "seeds": [s.model_dump(mode="json") for s in spec.seeds],
         "version": __version__,
         "bank": spec.bank.digest if spec.bank is not None else None,
+        "plans": None if spec.plans is None else hashlib.blake2b(
+            json.dumps(spec.plans).encode(), digest_size=16).hexdigest(),
     }
+
+
+def fingerprint(spec: RunSpec) -> str:
+    payload = data_settings(spec)
     return hashlib.blake2b(json.dumps(payload, sort_keys=True).encode(), digest_size=16).hexdigest()
 
 
+def settings_diff(old, new, path: str = "") -> list[str]:
+    """``"timing.gap_ms.mean: 200 -> 250"`` for every leaf that differs (lists compared whole,
+    seeds by id)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for k in sorted(set(old) | set(new), key=str):
+            out += settings_diff(old.get(k, "(unset)"), new.get(k, "(unset)"), f"{path}.{k}" if path else str(k))
+        return out
+    if old == new:
+        return []
+    return [f"{path}: {json.dumps(old, sort_keys=True)[:80]} -> {json.dumps(new, sort_keys=True)[:80]}"]
+
+
+def _refusal(store: Store, old_info: dict, spec: RunSpec, fp: str) -> str:
+    old = old_info.get("data_settings")
+    if old is None:  # a folder written before run.json kept its data settings
+        return (f"{store}: made with a different generation config (fingerprint "
+                f"{old_info.get('fingerprint')} != {fp}); use another --out folder")
+    def flat(d: dict) -> dict:  # config keys at the top, as a pipeline file spells them
+        seeds = {s.get("id", i): s for i, s in enumerate(d.get("seeds", []))}
+        return {**d.get("config", {}), "scenario_seeds": seeds, "version": d.get("version"), "bank": d.get("bank"),
+                "plans": d.get("plans")}
+
+    diffs = settings_diff(flat(old), flat(data_settings(spec)))
+    shown = "; ".join(diffs[:6]) + (f"; and {len(diffs) - 6} more" if len(diffs) > 6 else "")
+    return f"{store}: made with different data settings ({shown}); use another --out folder"
+
+
 def prepare_folder(spec: RunSpec) -> Store:
-    """Create the run folder or check that it was made by the same generation config."""
+    """Create the run folder or check that it was made by the same data settings.
+
+    A run may be resumed with more sessions (it is extended) but not fewer.
+    """
     store = Store(spec.out_dir)
     try:
         store.makedirs()
@@ -36,23 +75,29 @@ def prepare_folder(spec: RunSpec) -> Store:
         raise UserError(f"output.dir: {store} is not writable")
     fp = fingerprint(spec)
     if store.exists("run.json"):
-        old = json.loads(store.read_text("run.json")).get("fingerprint")
-        if old != fp:
-            raise UserError(
-                f"{store}: made with a different generation config (fingerprint {old} != {fp}); "
-                "use another --out folder"
-            )
+        info = json.loads(store.read_text("run.json"))
+        if info.get("fingerprint") != fp:
+            raise UserError(_refusal(store, info, spec, fp))
+        before = info.get("config", {}).get("sessions", spec.config.sessions)
+        if spec.config.sessions < before:
+            raise UserError(f"{store}: sessions: {before} -> {spec.config.sessions}: a run can be extended, "
+                            "not shrunk; use another --out folder")
+        if spec.config.sessions > before:
+            info["config"]["sessions"] = spec.config.sessions
+            store.write_text("run.json", json.dumps(info, indent=1, sort_keys=True))
         return store
     import numpy, pyarrow, pydantic  # noqa: E401 - versions for run.json
 
     info = {
         "fingerprint": fp,
+        "data_settings": data_settings(spec),
         "config": spec.config.model_dump(mode="json"),
         "seeds": [s.id for s in spec.seeds],
         "channels": ["user", "system"],
         "bank": None if spec.bank is None else {
             "digest": spec.bank.digest, "files": len(spec.bank.files), "categories": spec.bank.categories(),
             "skipped": [{"file": f, "reason": r} for f, r in spec.bank.skipped],
+            "folders": bank_folders(spec.bank),
             "licences": sorted({f.entry.licence for f in spec.bank.files})},
         "versions": {"duplexsynth": __version__, "numpy": numpy.__version__,
                      "pyarrow": pyarrow.__version__, "pydantic": pydantic.__version__},
@@ -61,10 +106,23 @@ def prepare_folder(spec: RunSpec) -> Store:
     return store
 
 
+def bank_folders(bank) -> list[str]:
+    """The bank's folders as absolute paths, for ``synth render`` to load the same files."""
+    from pathlib import Path
+
+    return sorted({str(Path(f.file).parents[len(Path(f.entry.path).parts) - 1]) for f in bank.files})
+
+
 def pending_ranks(spec: RunSpec) -> list[int]:
     store = Store(spec.out_dir)
     done = set(store.list("tasks", "*.done.json"))
-    return [r for r in range(spec.num_tasks) if marker_name(r) not in done]
+    return [r for r in range(spec.num_tasks) if marker_name(r) not in done or not _covers(store, spec, r)]
+
+
+def _covers(store: Store, spec: RunSpec, rank: int) -> bool:
+    """A marker of a task that made all its sessions (the last task of a run since extended did not)."""
+    s = TaskStats.model_validate_json(store.read_text(marker_name(rank)))
+    return s.sessions + s.rejects == len(spec.session_ids(rank))
 
 
 class TaskFailed(Exception):

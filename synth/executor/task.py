@@ -27,14 +27,22 @@ class RunSpec:
     seeds: tuple[ScenarioSeed, ...]
     out_dir: str
     bank: Bank | None = None
+    plans: tuple[tuple[str, str, str], ...] | None = None  # (session id, seed id, plan JSON): --plans
 
     @property
     def num_tasks(self) -> int:
         return -(-self.config.sessions // self.config.output.sessions_per_shard)
 
+    def plan_for(self, session_id: str) -> str | None:
+        """The given plan of a session (``--plans``), as JSON; None: the planner makes it."""
+        return next((p for sid, _, p in self.plans or () if sid == session_id), None)
+
     def session_ids(self, rank: int) -> list[tuple[str, ScenarioSeed]]:
         k = self.config.output.sessions_per_shard
         lo, hi = rank * k, min(self.config.sessions, (rank + 1) * k)
+        if self.plans is not None:  # the plans file's sessions, in its order
+            by_id = {s.id: s for s in self.seeds}
+            return [(sid, by_id[seed_id]) for sid, seed_id, _ in self.plans[lo:hi]]
         # seeds round-robin over the sorted seed list: balanced coverage, independent of workers
         return [(f"{self.config.name}-{i:06d}", self.seeds[i % len(self.seeds)]) for i in range(lo, hi)]
 
@@ -66,14 +74,14 @@ def run_task(spec: RunSpec, rank: int) -> TaskStats:
     rejects: list[Reject] = []
     counts: dict[str, dict] = {"phenomena": {}, "languages": {}, "families": {}, "phenomena_by_language": {}}
     audio_s = 0.0
-    if hasattr(planner, "prefetch"):  # the LLM planner asks for a task's plans concurrently
+    if hasattr(planner, "prefetch") and spec.plans is None:  # the LLM planner asks for a task's plans concurrently
         t0 = time.perf_counter()
         planner.prefetch([(seed, sid, stream(cfg.seed, sid, "plan")) for sid, seed in spec.session_ids(rank)])
         timer.add("plan", t0)
     try:
         for sid, seed in spec.session_ids(rank):
             try:
-                result = make_session(cfg, seed, cfg.seed, sid, planner, tts, timer, spec.bank)
+                result = make_session(cfg, seed, cfg.seed, sid, planner, tts, timer, spec.bank, spec.plan_for(sid))
             except Exception as e:
                 raise RuntimeError(f"session {sid} ({seed.id}): {type(e).__name__}: {e}") from e
             if not isinstance(result, SessionOutput):

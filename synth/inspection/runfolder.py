@@ -49,7 +49,7 @@ def record_from_row(row: dict[str, Any]) -> SessionRecord:
     """A :class:`SessionRecord` from a Parquet row (audio columns removed, unknown columns dropped)."""
     known = set(SessionRecord.model_fields)
     d = {k: v for k, v in row.items() if k in known}
-    for key in ("scene", "planner_meta"):  # JSON strings in Parquet, dicts in the WebDataset json
+    for key in ("scene", "planner_meta", "render_spec"):  # JSON strings in Parquet, dicts in the WebDataset json
         if isinstance(d.get(key), str):
             d[key] = json.loads(d[key])
     return SessionRecord.model_validate(d)

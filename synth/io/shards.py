@@ -41,7 +41,7 @@ SCHEMA = pa.schema([
     ("events", pa.list_(_EVENT)), ("delegations", pa.list_(_WORK)),
     ("phenomena", pa.list_(pa.struct([("id", pa.string()), ("family", pa.string()), ("event_id", pa.string())]))),
     ("scene", pa.string()), ("seed", pa.int64()), ("planner", pa.string()),
-    ("planner_meta", pa.string()),
+    ("planner_meta", pa.string()), ("render_spec", pa.string()),
 ], metadata={
     "channels": json.dumps(list(CHANNEL_ORDER)),
     "huggingface": json.dumps({"info": {"features": {
@@ -58,6 +58,7 @@ def row(out) -> dict:
     d = metadata_dict(out)
     d["scene"] = json.dumps(d["scene"], sort_keys=True, ensure_ascii=False)
     d["planner_meta"] = json.dumps(d["planner_meta"], sort_keys=True, ensure_ascii=False)
+    d["render_spec"] = json.dumps(d["render_spec"], sort_keys=True, ensure_ascii=False)
     sid = out.record.session_id
     d["user_audio"] = {"bytes": out.user_flac, "path": f"{sid}.user.flac"}
     d["system_audio"] = {"bytes": out.system_flac, "path": f"{sid}.system.flac"}

@@ -291,6 +291,11 @@ LLM_OPERATIONAL = {"base_url", "api_key_env", "timeout_s", "max_retries", "max_c
                    "cache_dir", "check_endpoint"}
 
 
+# How many sessions, and where and how fast speech is made, not what it is: not in the
+# fingerprint either (a run can be extended, or resumed with more threads or on a GPU).
+TTS_OPERATIONAL = {"cache_dir", "threads", "device"}
+
+
 class PlannerConfig(Model):
     kind: Literal["scripted", "llm"] = "scripted"
     llm: LLMConfig = LLMConfig()
@@ -349,4 +354,10 @@ class PipelineConfig(Model):
         cached reply is reused whichever server first gave it).
         """
         planner = {"llm"} if self.planner.kind == "scripted" else {"llm": LLM_OPERATIONAL}
-        return self.model_dump(mode="json", exclude={"executor": True, "output": {"dir"}, "planner": planner})
+        out = self.model_dump(mode="json", exclude={"sessions": True, "executor": True, "output": {"dir"},
+                                                    "planner": planner})
+        engines = out["tts"].get("engines", {"": out["tts"]}).values()
+        for engine in engines:
+            for key in TTS_OPERATIONAL:
+                engine.pop(key, None)
+        return out

@@ -17,6 +17,44 @@ class PhenomenonHit(Model):
     event_id: str
 
 
+class SoundClip(Model):
+    """A bank clip as rendered: ``[start_sample, start_sample + num_samples)`` of the file at the
+    session rate, faded out over its last ``fade_samples``; ``target_s`` the drawn laugh length."""
+
+    bank: str
+    path: str
+    category: str
+    licence: str = ""
+    target_s: float | None = None
+    start_sample: int = Field(ge=0)
+    num_samples: int = Field(ge=0)
+    fade_samples: int = Field(default=0, ge=0)
+
+
+class EventRender(Model):
+    """How one planned event is rendered: TTS with ``voice`` (drawn out by ``prolong_samples``),
+    or a bank ``sound``."""
+
+    voice: dict[str, Any] | None = None
+    prolong_samples: int = Field(default=0, ge=0)
+    sound: SoundClip | None = None
+
+
+class RenderSpec(Model):
+    """Everything random about a session after its scene: with the record's ``scene`` and the
+    run's engines, enough to render it again without the run seed (``synth render``).
+
+    ``plan`` is the decorated plan (after the paralinguistic pass) as rendered; ``clock`` every
+    value the shared clock drew, by stream and quantity, in draw order (``synth.stages.tape``).
+    """
+
+    version: int = 1
+    plan: dict[str, Any]
+    voices: dict[str, dict[str, Any]]
+    events: dict[str, EventRender]
+    clock: dict[str, dict[str, list[float]]]
+
+
 class SessionRecord(Model):
     """The metadata of a session: identical in the Parquet row and the WebDataset ``.json``."""
 
@@ -42,6 +80,7 @@ class SessionRecord(Model):
     seed: int
     planner: str
     planner_meta: dict[str, Any] = Field(default_factory=dict)
+    render_spec: RenderSpec | None = None
 
 
 class Reject(Model):

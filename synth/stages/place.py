@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from statistics import NormalDist
 from typing import Callable
 
 import numpy as np
@@ -40,15 +39,14 @@ import numpy as np
 from ..audio import active_bounds, fade_out
 from ..errors import SessionReject
 from ..schema.config import TimingLaws
-from ..schema.dist import LogNormal, Normal, Uniform, _Bounded
 from ..schema.plan import Plan, PlannedEvent, PlannedWord, join_words
 from ..schema.timeline import BackendMessage, PlacedEvent, PlacedWord, StateTime, Timeline, WorkItem
 from ..backends.tts import Rendered
+from .tape import Tape, conditioned, rng_source
 
 AUDIBLE = ("user", "system", "third_party")
 MIN_SELF_GAP_MS = 50  # one speaker never overlaps their own previous sound
 BACKCHANNEL_SPACING_MS = 800  # LABELS §3: >= 800 ms since the listener's last backchannel
-REJECTION_TRIES = 400
 
 
 @dataclass(frozen=True)
@@ -62,53 +60,6 @@ class Draw:
     value_ms: float
     lo_ms: float = -math.inf
     hi_ms: float = math.inf
-
-
-def conditioned(sample, rng: np.random.Generator, lo: float = -math.inf, hi: float = math.inf) -> float:
-    """A draw of ``sample`` conditioned on ``[lo, hi]``.
-
-    ``sample`` is a law of ``synth.schema.dist`` (its own bounds apply too) or a function of the
-    generator (a mixture, a sum). Uniform, normal and log-normal laws are drawn exactly by the
-    inverse CDF (``statistics.NormalDist``: pure Python, the same on every machine); anything
-    else by rejection, falling back to the nearest bound when the interval holds almost none of
-    the law's mass.
-    """
-    if isinstance(sample, _Bounded):
-        lo = max(lo, -math.inf if sample.low is None else sample.low)
-        hi = min(hi, math.inf if sample.high is None else sample.high)
-        exact = _inverse_cdf(sample, rng, lo, hi)
-        if exact is not None:
-            return exact
-        sample = sample.sample
-    x = sample(rng)
-    for _ in range(REJECTION_TRIES):
-        if lo <= x <= hi:
-            return float(x)
-        x = sample(rng)
-    return float(min(max(x, lo), hi))
-
-
-def _inverse_cdf(law, rng: np.random.Generator, lo: float, hi: float) -> float | None:
-    if lo > hi:
-        return float(hi)
-    if isinstance(law, Uniform):
-        a, b = max(law.a, lo), min(law.b, hi)
-        return float(rng.uniform(a, b)) if a <= b else float(min(max(law.a, lo), hi))
-    if isinstance(law, Normal) and law.std > 0:
-        dist, to_x, from_x = NormalDist(law.mean, law.std), float, float
-    elif isinstance(law, LogNormal) and law.sigma > 0:
-        dist, to_x = NormalDist(math.log(law.median), law.sigma), math.exp
-        from_x = lambda v: math.log(v) if v > 0 else -math.inf  # noqa: E731
-    else:
-        return None
-    p_lo = dist.cdf(from_x(lo)) if lo > -math.inf else 0.0
-    p_hi = dist.cdf(from_x(hi)) if hi < math.inf else 1.0
-    if p_hi - p_lo < 1e-12:  # no mass left in the interval: its edge nearest the law
-        return float(hi if hi < to_x(dist.mean) else lo)
-    u = float(rng.uniform(p_lo, p_hi))
-    if not 0.0 < u < 1.0:
-        return None
-    return float(min(max(to_x(dist.inv_cdf(u)), lo), hi))
 
 
 @dataclass
@@ -128,24 +79,46 @@ class _Slot:
 
 
 @dataclass
+class _Work:
+    """A delegated job while the clock places it: sample times, filled in as they are known."""
+
+    plan: object  # the PlannedWork
+    open: int
+    close: int
+    complete: int
+    backend: list = field(default_factory=list)
+    latency_lo_ms: float = -math.inf
+    inject: int | None = None
+    deliver_event: str | None = None
+    cancel: int | None = None
+    drop: int | None = None
+
+
+@dataclass
 class Placed:
     timeline: Timeline
     audio: dict[str, np.ndarray]  # event id -> audio as placed (truncated if cut)
     draws: list[Draw] = field(default_factory=list)
     dropped: dict[str, str] = field(default_factory=dict)  # planned event id -> why it is not in the timeline
+    tape: Tape = field(default_factory=Tape)  # every value drawn, to replay the placement from a record
 
 
 class Clock:
     def __init__(self, plan: Plan, rendered: dict[str, Rendered], laws: TimingLaws, sample_rate: int,
-                 rng_for: Callable[[str], np.random.Generator]):
-        self.plan, self.rendered, self.laws, self.sr, self.rng_for = plan, rendered, laws, sample_rate, rng_for
+                 rng_for: Callable[[str], np.random.Generator] | None, tape: Tape):
+        self.plan, self.rendered, self.laws, self.sr, self.tape = plan, rendered, laws, sample_rate, tape
+        self.rng_for = rng_source(tape, rng_for)
         self.slots: dict[str, _Slot] = {}
         self.order: list[str] = []
-        self.work: dict[str, dict] = {}
+        self.work: dict[str, _Work] = {}
         self.draws: list[Draw] = []
         self.dropped: dict[str, str] = {}
         self.floor_guard = 0  # while redrawing a system onset: the end of the user turn it fell into
         self.stand_in: dict[str, str | None] = {}  # dropped event -> the placed event that anchors its dependents
+        self.cancels = {w.cancelled_by: w.work_id for w in plan.work if w.cancelled_by}
+        self.progress = {w.progress_by: w for w in plan.work if w.progress_by}
+        self.continued = {e.attach_to for e in plan.events if e.relation == "continues"}
+        self.run_end: dict[str, str] = {}  # a delivery of a run -> the delivery of it spoken last
 
     def ms(self, x: float) -> int:
         return int(round(x * self.sr / 1000))
@@ -155,10 +128,6 @@ class Clock:
 
     def place(self) -> Placed:
         planned_work = {w.opened_by: w for w in self.plan.work}
-        self.cancels = {w.cancelled_by: w.work_id for w in self.plan.work if w.cancelled_by}
-        self.progress = {w.progress_by: w for w in self.plan.work if w.progress_by}
-        self.continued = {e.attach_to for e in self.plan.events if e.relation == "continues"}
-        self.run_end: dict[str, str] = {}
         for planned in self._placement_order():
             ev = self._reanchored(planned)
             if ev is None:
@@ -264,7 +233,7 @@ class Clock:
             for e in block:  # the talk the plan puts before the results happened before they came
                 if e.attach_to in self.work:
                     self._condition(e.attach_to, latest, "deliver")
-            block.sort(key=lambda e: (self.work[e.attach_to]["complete"], e.id) if e.attach_to in self.work
+            block.sort(key=lambda e: (self.work[e.attach_to].complete, e.id) if e.attach_to in self.work
                        else (0, e.id))
             for e in block:  # what follows the run follows the delivery spoken last
                 self.run_end[e.id] = block[-1].id
@@ -276,7 +245,7 @@ class Clock:
         L = self.laws
         if ev.relation is None or ev.attach_to is None:
             if not self.order:
-                return self.ms(L.lead_in_ms.sample(rng))
+                return self.ms(self.tape.take(ev.id, "lead_in", lambda: L.lead_in_ms.sample(rng)))
             anchor = max(s.off for s in self.slots.values())
             lo = max(50.0, self.to_ms(self._free(ev.speaker) - anchor))
             return self._draw("opening_gap", ev, L.user_gap_ms, anchor, rng, lo)
@@ -297,14 +266,14 @@ class Clock:
         if ev.id in self.progress:
             self._progress(self.progress[ev.id], target)
         if ev.relation == "during":  # media, or a sound inside someone's speech
-            return target.on + int(rng.uniform(0.05, 0.6) * len(target.audio))
+            return target.on + int(self.tape.take(ev.id, "during_at", lambda: rng.uniform(0.05, 0.6)) * len(target.audio))
         return self._gap(ev, slot, target, rng)
 
     def _draw(self, quantity: str, ev: PlannedEvent, sample, anchor: int, rng,
               lo: float = -math.inf, hi: float = math.inf, shift: float = 0.0) -> int:
         """Onset ``anchor + x`` with ``x`` (ms) = ``shift`` + a draw of ``sample`` (a law, or a
         function of the generator), ``x`` conditioned on ``[lo, hi]``."""
-        x = shift + conditioned(sample, rng, lo - shift, hi - shift)
+        x = shift + self.tape.take(ev.id, quantity, lambda: conditioned(sample, rng, lo - shift, hi - shift))
         self.draws.append(Draw(quantity, ev.id, anchor, x, lo, hi))
         return anchor + self.ms(x)
 
@@ -354,8 +323,9 @@ class Clock:
     def _interrupt(self, ev: PlannedEvent, target: _Slot, rng) -> int:
         L = self.laws
         k = self._word(ev, target)
-        latency = self.ms(L.stop_latency_ms.sample(rng))
-        on = target.on + target.words[k][2] + self.ms(L.interrupt_onset_ms.sample(rng))
+        latency = self.ms(self.tape.take(ev.id, "stop_latency", lambda: L.stop_latency_ms.sample(rng)))
+        on = target.on + target.words[k][2] + self.ms(
+            self.tape.take(ev.id, "interrupt_onset", lambda: L.interrupt_onset_ms.sample(rng)))
         user_free = self._free(ev.speaker)
         on = max(on, user_free, target.on + 1)
         # the cut lands before the last word starts, so something is left unsaid (text_after_cut)
@@ -363,7 +333,7 @@ class Clock:
         if on < max(user_free, target.on + 1):
             raise SessionReject("place", "interrupt_unplaceable", f"{ev.id} on {target.ev.id}")
         self.draws.append(Draw("stop_latency", ev.id, on, self.to_ms(latency)))
-        self._cut(target, on + latency - target.on, rng)
+        self._cut(target, on + latency - target.on, self.tape.take(ev.id, "cut_fade", lambda: L.cut_fade_ms.sample(rng)))
         return on
 
     def _word(self, ev: PlannedEvent, target: _Slot) -> int:
@@ -374,7 +344,7 @@ class Clock:
                                 f"{ev.id}: word {k} of {target.ev.id}, which has {len(target.words)}")
         return k
 
-    def _cut(self, slot: _Slot, at: int, rng) -> None:
+    def _cut(self, slot: _Slot, at: int, fade_ms: float) -> None:
         """Truncate ``slot`` at ``at`` samples from its start with a short fade (R4).
 
         What was anchored on the event's end moves with it: a delegation opened right after it
@@ -382,7 +352,7 @@ class Clock:
         the spoken end (``_free`` reads the slots as cut).
         """
         old_off = slot.off
-        fade = self.ms(self.laws.cut_fade_ms.sample(rng))
+        fade = self.ms(fade_ms)
         audio = fade_out(slot.audio[:at], fade)
         bounds = active_bounds(audio, self.sr)
         end = bounds[1] if bounds else at
@@ -396,9 +366,8 @@ class Clock:
         slot.text_after_cut = join_words([PlannedWord(text=w[0], lang=w[1]) for w in cut])
         shift = slot.off - old_off
         for item in self.work.values():
-            if item["plan"].opened_by == slot.ev.id:
-                for key in ("open", "close", "complete"):
-                    item[key] += shift
+            if item.plan.opened_by == slot.ev.id:
+                item.open, item.close, item.complete = item.open + shift, item.close + shift, item.complete + shift
 
     def _backchannel(self, ev: PlannedEvent, slot: _Slot, target: _Slot, rng) -> int | None:
         """Onset law from the end of the attached word, inside the target, with >= 700 ms of the
@@ -449,11 +418,12 @@ class Clock:
         L = self.laws
         open_ = ack.off
         if ack.ev.speaker != "system":  # opened silently after the user's request
-            open_ += self.ms(L.ack_delay_ms.sample(self.rng_for(f"work-{w.work_id}-open")))
+            open_ += self.ms(self.tape.take(f"work-{w.work_id}", "ack_delay", lambda: L.ack_delay_ms.sample(
+                self.rng_for(f"work-{w.work_id}-open"))))
         close = open_ + max(1, self.ms(L.delegate_span_ms))
-        complete = open_ + self.ms(L.tool_latency_ms.sample(self.rng_for(f"work-{w.work_id}")))
-        self.work[w.work_id] = {"plan": w, "open": open_, "close": close, "complete": max(complete, close + 1),
-                                "backend": [], "latency_lo_ms": -math.inf}
+        complete = open_ + self.ms(self.tape.take(f"work-{w.work_id}", "tool_latency", lambda: L.tool_latency_ms.sample(
+            self.rng_for(f"work-{w.work_id}"))))
+        self.work[w.work_id] = _Work(w, open_, close, max(complete, close + 1))
 
     def _window(self, t: int, complete: int) -> int:
         L = self.laws
@@ -485,21 +455,21 @@ class Clock:
         """The result is injected when the gate opens and spoken a system gap later; a result
         older than its time-to-live at that moment is dropped (``stale_drop``), never spoken."""
         w = self.work[ev.attach_to]
-        inject = self._gate(w["complete"])
-        if (inject - w["complete"]) > self.ms(self.laws.result_ttl_ms):
-            w["drop"] = w["complete"] + self.ms(self.laws.result_ttl_ms)
+        inject = self._gate(w.complete)
+        if (inject - w.complete) > self.ms(self.laws.result_ttl_ms):
+            w.drop = w.complete + self.ms(self.laws.result_ttl_ms)
             latest = max((s for s in self.slots.values() if s.ev.speaker in AUDIBLE), key=lambda s: s.off, default=None)
             self._drop(ev, f"result_expired {ev.attach_to}", latest.ev.id if latest else None)
             return None
-        lo = w["complete"] - self._window(w["complete"], w["complete"])
+        lo = w.complete - self._window(w.complete, w.complete)
         if any(s.ev.speaker in ("user", "third_party") and s.on < inject and s.off > lo
                for s in self.slots.values()):
             slot.phenomena.append("result_deferred")  # ready while the user side was talking
-        w["inject"] = inject
-        w["deliver_event"] = ev.id
-        kind = "error" if w["plan"].outcome == "failure" else "result"
-        w["backend"].append(BackendMessage(kind=kind, sample=inject,
-                                           text=f"<backend>{kind}: {w['plan'].result_text}</backend>"))
+        w.inject = inject
+        w.deliver_event = ev.id
+        kind = "error" if w.plan.outcome == "failure" else "result"
+        w.backend.append(BackendMessage(kind=kind, sample=inject,
+                                           text=f"<backend>{kind}: {w.plan.result_text}</backend>"))
         return self._draw("delivery_gap", ev, self.laws.system_gap_ms, inject, rng,
                           self.to_ms(self._free("system") - inject))
 
@@ -509,8 +479,8 @@ class Clock:
         if w is None:
             raise SessionReject("place", "cancel_before_open", work_id)
         self._condition(work_id, by.on, "cancel")  # a result ready earlier would have been delivered
-        w["cancel"] = by.off
-        w["drop"] = max(by.off, w["complete"])
+        w.cancel = by.off
+        w.drop = max(by.off, w.complete)
 
     def _progress(self, w, question: _Slot) -> None:
         """The system polls the backend when the progress question ends; the work is still running."""
@@ -519,9 +489,9 @@ class Clock:
             raise SessionReject("place", "progress_before_open", w.work_id)
         at = question.off
         self._condition(w.work_id, at + self.ms(500), "progress")
-        if item["complete"] <= at:
+        if item.complete <= at:
             raise SessionReject("place", "progress_after_completion", w.work_id)
-        item["backend"].append(BackendMessage(kind="progress", sample=at,
+        item.backend.append(BackendMessage(kind="progress", sample=at,
                                               text=f"<backend>progress: {w.progress_text}</backend>"))
 
     def _condition(self, work_id: str, not_before: int, why: str) -> None:
@@ -529,26 +499,27 @@ class Clock:
         ``not_before`` (what the plan says happened first). Past the law's upper bound the draw
         stays; the gate then waits (and a result older than its time-to-live is dropped)."""
         item = self.work[work_id]
-        low_ms = (not_before - item["open"]) * 1000 / self.sr
+        low_ms = (not_before - item.open) * 1000 / self.sr
         law = self.laws.tool_latency_ms
         if law.high is not None and low_ms > law.high:
             return
         # a first draw already late enough is kept: either way the latency follows law | >= low
-        item["latency_lo_ms"] = max(item["latency_lo_ms"], low_ms)
-        if item["complete"] >= not_before:
+        item.latency_lo_ms = max(item.latency_lo_ms, low_ms)
+        if item.complete >= not_before:
             return
-        x = conditioned(law, self.rng_for(f"work-{work_id}-{why}"), lo=low_ms)
-        item["complete"] = item["open"] + max(self.ms(x), not_before - item["open"])
+        x = self.tape.take(f"work-{work_id}", f"tool_latency_{why}",
+                           lambda: conditioned(law, self.rng_for(f"work-{work_id}-{why}"), lo=low_ms))
+        item.complete = item.open + max(self.ms(x), not_before - item.open)
 
-    def _states(self, w: dict, deliver: _Slot | None) -> list[StateTime]:
-        done = "FAILED" if w["plan"].outcome == "failure" else "COMPLETED"
-        states = [("QUEUED", w["open"]), ("RUNNING", w["close"])]
-        if "cancel" in w:
-            if w["complete"] <= w["cancel"]:
-                states.append((done, w["complete"]))
-            states += [("CANCELLING", w["cancel"]), ("CANCELLED", w["drop"])]
+    def _states(self, w: "_Work", deliver: _Slot | None) -> list[StateTime]:
+        done = "FAILED" if w.plan.outcome == "failure" else "COMPLETED"
+        states = [("QUEUED", w.open), ("RUNNING", w.close)]
+        if w.cancel is not None:
+            if w.complete <= w.cancel:
+                states.append((done, w.complete))
+            states += [("CANCELLING", w.cancel), ("CANCELLED", w.drop)]
         else:
-            states.append((done, w["complete"]))
+            states.append((done, w.complete))
             if deliver is not None:
                 states += [("DELIVERING", deliver.on), ("DELIVERED", deliver.off)]
         return [StateTime(state=k, sample=v) for k, v in states]
@@ -556,7 +527,7 @@ class Clock:
     # -- output --------------------------------------------------------------------------
     def _finish(self) -> Placed:
         end = max(s.off for s in self.slots.values())
-        tail = self.ms(self.laws.tail_ms.sample(self.rng_for("tail")))
+        tail = self.ms(self.tape.take("tail", "tail", lambda: self.laws.tail_ms.sample(self.rng_for("tail"))))
         events, audio = [], {}
         for eid in self.order:
             s = self.slots[eid]
@@ -574,26 +545,30 @@ class Clock:
             audio[eid] = s.audio
         work = []
         for wid, w in self.work.items():
-            deliver = self.slots.get(w.get("deliver_event", ""))
-            p = w["plan"]
+            deliver = self.slots.get(w.deliver_event or "")
+            p = w.plan
             work.append(WorkItem(
                 work_id=wid, tool=p.tool, objective=p.objective, result_text=p.result_text,
-                opened_by=p.opened_by, open_sample=w["open"], close_sample=w["close"],
-                complete_sample=w["complete"], inject_sample=w.get("inject"),
+                opened_by=p.opened_by, open_sample=w.open, close_sample=w.close,
+                complete_sample=w.complete, inject_sample=w.inject,
                 deliver_sample=deliver.on if deliver else None,
                 delivered_sample=deliver.off if deliver else None, stale=deliver is None,
-                states=self._states(w, deliver), outcome=p.outcome, cancel_sample=w.get("cancel"),
-                drop_sample=w.get("drop", w["complete"]) if deliver is None else None,
-                backend=sorted(w["backend"], key=lambda m: m.sample),
+                states=self._states(w, deliver), outcome=p.outcome, cancel_sample=w.cancel,
+                drop_sample=(w.drop if w.drop is not None else w.complete) if deliver is None else None,
+                backend=sorted(w.backend, key=lambda m: m.sample),
             ))
-            end = max(end, w["complete"], w.get("drop", 0))
-            self.draws.append(Draw("tool_latency", wid, w["open"], self.to_ms(w["complete"] - w["open"]),
-                                   w["latency_lo_ms"]))
+            end = max(end, w.complete, w.drop or 0)
+            self.draws.append(Draw("tool_latency", wid, w.open, self.to_ms(w.complete - w.open),
+                                   w.latency_lo_ms))
         tl = Timeline(sample_rate=self.sr, num_samples=end + tail, events=events, work=work)
-        return Placed(tl, audio, list(self.draws), dict(self.dropped))
+        return Placed(tl, audio, list(self.draws), dict(self.dropped), self.tape)
 
 
 def place(plan: Plan, rendered: dict[str, Rendered], laws: TimingLaws, sample_rate: int,
-          rng_for: Callable[[str], np.random.Generator]) -> Placed:
-    """Place every event of ``plan`` on one clock; see the module docstring."""
-    return Clock(plan, rendered, laws, sample_rate, rng_for).place()
+          rng_for: Callable[[str], np.random.Generator] | None, tape: Tape | None = None) -> Placed:
+    """Place every event of ``plan`` on one clock; see the module docstring.
+
+    Every value drawn lands in ``tape`` (``Placed.tape``); a recorded tape replays them and no
+    generator is used (``rng_for`` may then be None).
+    """
+    return Clock(plan, rendered, laws, sample_rate, rng_for, tape or Tape()).place()
