@@ -162,7 +162,7 @@ def gate(cfg, plan, rendered: dict[str, Rendered], voices: dict[str, Voice],
         lang = event_lang(ev.words)
         if len(tokens(ref, lang)) < cfg.min_tokens:
             continue
-        limit = cfg.max_error[lang]
+        limit = cfg.max_error.get(lang, type(cfg).model_fields["max_error"].default[lang])
         best, best_r = None, None
         for attempt in range(cfg.max_retries + 1):
             r = out[ev.id] if attempt == 0 else render_event(ev, retry_voice(voices[ev.speaker], attempt,
