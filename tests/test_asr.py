@@ -107,7 +107,7 @@ def test_gate_on_gives_the_same_shards_with_one_and_two_workers(tmp_path, asr_cf
 
     cfg = {"name": "t", "seeds": [str(ROOT / "scenario_seeds" / "smart-home-en.yaml")], "sessions": 2, "seed": 7,
            "output": {"sessions_per_shard": 1}, "acoustics": {"room": False, "noise": False},
-           "qa": {"asr": {"cache_dir": asr_cfg.cache_dir, "speakers": ["system"], "max_error": {"en": 0.5}}}}
+           "qa": {"asr": {"cache_dir": asr_cfg.cache_dir, "speakers": ["system"], "min_tokens": 6, "max_error": {"en": 0.5}}}}
     pipe = tmp_path / "pipe.yaml"
     pipe.write_text(yaml.safe_dump(cfg))
     synth("run", pipe, "--out", tmp_path / "a", "--workers", "1")
@@ -118,5 +118,21 @@ def test_gate_on_gives_the_same_shards_with_one_and_two_workers(tmp_path, asr_cf
     assert len(rows) + len(rejects) == 2
     for row in rows:
         heard = json.loads(row["scene"])["asr"]["events"]
-        system = [e["id"] for e in row["events"] if e["speaker"] == "system" and len(e["text"].split()) >= 3]
+        system = [e["id"] for e in row["events"] if e["speaker"] == "system" and len(e["text"].split()) >= 6]
         assert heard and set(heard) <= set(system) and all(h["error"] <= 0.5 for h in heard.values())
+
+
+def test_report_gives_error_distribution_per_engine_and_language():
+    from synth.inspection.report import asr_errors
+
+    def rec(engine, events):
+        return SimpleNamespace(scene={"tts_engine": engine, "asr": {"events": events}})
+
+    recs = [rec("kokoro", {"a": {"lang": "en", "metric": "wer", "error": 0.1, "attempt": 0},
+                           "b": {"lang": "zh", "metric": "cer", "error": 0.4, "attempt": 2}}),
+            rec("kokoro", {"c": {"lang": "en", "metric": "wer", "error": 0.3, "attempt": 1}}),
+            SimpleNamespace(scene={"tts_engine": "espeak"})]  # a record made without the gate
+    rep = asr_errors(recs)
+    assert set(rep) == {"kokoro/en", "kokoro/zh"}
+    assert rep["kokoro/en"]["mean"] == pytest.approx(0.2) and rep["kokoro/en"]["rerendered"] == 0.5
+    assert rep["kokoro/zh"] == {"events": 1, "metric": "cer", "mean": 0.4, "p90": 0.4, "rerendered": 1.0}
