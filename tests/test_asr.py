@@ -136,3 +136,9 @@ def test_report_gives_error_distribution_per_engine_and_language():
     assert set(rep) == {"kokoro/en", "kokoro/zh"}
     assert rep["kokoro/en"]["mean"] == pytest.approx(0.2) and rep["kokoro/en"]["rerendered"] == 0.5
     assert rep["kokoro/zh"] == {"events": 1, "metric": "cer", "mean": 0.4, "p90": 0.4, "rerendered": 1.0}
+
+
+def test_a_number_beside_english_is_read_in_english_in_mixed_lines():
+    ref = "OK， two hundred and fourteen dollars 的 waiver 我来 办， 等 一下。"
+    assert error_rate(ref, "OK,214$的Waver我來辦等一下", "en-zh") == pytest.approx(1 / 14)  # waiver/waver
+    assert tokens("大概10塊錢", "en-zh") == list("大概十块钱")
