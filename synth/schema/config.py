@@ -92,6 +92,8 @@ class KokoroConfig(_NeuralVoices):
     pool_seed: int = 0
     pool_base: list[str] | None = Field(default=None, description="styles to blend (default: all)")
     variants: list[str] = Field(default=[f"pool-{i:02d}" for i in range(20)], min_length=1)
+    code_switch: Literal["whole", "runs"] = Field(default="whole", description="one model call per line, or per language run")
+    english_g2p: Literal["espeak", "misaki"] = Field(default="espeak", description="English phonemes: eSpeak IPA or misaki's lexicon")
 
 
 class PiperConfig(_NeuralVoices):
