@@ -18,7 +18,7 @@ import numpy as np
 import soundfile as sf
 
 from .backends.room import room_irs
-from .backends.tts import TTSEngine
+from .backends.tts import TTSEngine, Voice
 from .banks.bank import Bank
 from .errors import SessionReject
 from .rng import stream
@@ -26,7 +26,7 @@ from .schema.common import CHANNEL_ORDER
 from .schema.config import PipelineConfig
 from .schema.phenomena import code_switch_hits, family_of
 from .schema.plan import Plan
-from .schema.record import PhenomenonHit, Reject, RenderSpec, SessionRecord
+from .schema.record import EventRender, PhenomenonHit, Reject, RenderSpec, SessionRecord
 from .schema.scene import Scene
 from .schema.seed import ScenarioSeed
 from .stages.label import label_session, with_backend_frames
@@ -36,10 +36,10 @@ from .stages.place import place
 from .stages.render import draw_event_specs, draw_voices, render_events
 from .stages.scene import draw_scene
 from .stages.tape import Tape
-from .stages import qa
+from .stages import asr, qa
 
 # scene keys a record adds beside the ``Scene`` model's own
-SCENE_EXTRAS = ("tts_engine", "word_timing", "voices", "sounds", "gains_db", "channel_order")
+SCENE_EXTRAS = ("tts_engine", "word_timing", "voices", "sounds", "gains_db", "channel_order", "asr")
 
 
 @dataclass
@@ -141,18 +141,24 @@ def rerender(config: PipelineConfig, record: SessionRecord, tts: TTSEngine, bank
     if record.render_spec is None:
         raise SessionReject("render", "no_render_spec", record.session_id)
     scene = Scene.model_validate({k: v for k, v in record.scene.items() if k not in SCENE_EXTRAS})
-    return render_session(config, record.render_spec, scene, record.seed, tts, bank, Timer(), None)
+    return render_session(config, record.render_spec, scene, record.seed, tts, bank, Timer(), None,
+                          heard=record.scene.get("asr"))
 
 
 def render_session(config: PipelineConfig, spec: RenderSpec, scene: Scene, run_seed: int, tts: TTSEngine,
-                   bank: Bank | None, timer: Timer, place_rng_for) -> SessionOutput:
+                   bank: Bank | None, timer: Timer, place_rng_for, heard: dict | None = None) -> SessionOutput:
     """Audio, labels and record of a render spec. With ``place_rng_for`` None the clock replays
-    ``spec.clock``; otherwise it draws and the draws are written into the record's spec."""
+    ``spec.clock``; otherwise it draws and the draws are written into the record's spec. The ASR
+    gate (``qa.asr``) runs unless ``heard`` (a record's ``scene.asr``) is given: a re-render from a
+    record renders the voices the gate kept, which the spec holds."""
     t0 = time.perf_counter()
     plan = Plan.model_validate(spec.plan)
     sr, period, lab = config.audio.sample_rate, config.labels.frame_period_ms, config.labels
     rendered = render_events(plan, spec.events, tts, bank, config)
     t0 = timer.add("tts", t0)
+    if heard is None:
+        rendered, heard, spec = _asr_gate(config, plan, spec, rendered, tts, bank)
+        t0 = timer.add("asr", t0)
     tape = Tape(spec.clock if place_rng_for is None else None)
     placed = place(plan, rendered, config.timing, sr, place_rng_for, tape)
     tl = with_backend_frames(placed.timeline, period)
@@ -180,13 +186,38 @@ def render_session(config: PipelineConfig, spec: RenderSpec, scene: Scene, run_s
         events=tl.events, delegations=tl.work, phenomena=hits,
         scene={**scene.model_dump(mode="json"), "tts_engine": tts.name, "word_timing": tts.word_timing,
                "voices": spec.voices, "sounds": sounds, "gains_db": m.gains_db,
-               "channel_order": list(CHANNEL_ORDER)},
+               "channel_order": list(CHANNEL_ORDER), **({"asr": heard} if heard else {})},
         seed=run_seed, planner=plan.planner, planner_meta=plan.planner_meta,
         render_spec=spec.model_copy(update={"clock": placed.tape.values}),
     )
     out = SessionOutput(record, flac_bytes(user_pcm, sr), flac_bytes(sys_pcm, sr))
     timer.add("encode", t0)
     return out
+
+
+def _asr_gate(config: PipelineConfig, plan: Plan, spec: RenderSpec, rendered: dict, tts: TTSEngine,
+              bank: Bank | None) -> tuple[dict, dict, RenderSpec]:
+    """The optional ASR round trip (``stages.asr``); an event it re-rendered keeps its new voice
+    in the spec, so ``synth render`` makes the kept audio."""
+    if config.qa.asr is None or not config.qa.asr.enabled:
+        return rendered, {}, spec
+    voices = {spk: Voice(**v) for spk, v in spec.voices.items()}
+    made: dict[int, tuple[str, Voice]] = {}
+
+    def render_one(ev, voice: Voice):
+        one = EventRender(voice=voice.as_dict(), prolong_samples=spec.events[ev.id].prolong_samples)
+        r = render_events(plan.model_copy(update={"events": [ev]}), {ev.id: one},
+                          tts, bank, config)[ev.id]
+        made[id(r)] = (ev.id, voice)
+        return r
+
+    out, heard = asr.gate(config.qa.asr, plan, rendered, voices, render_one)
+    events = dict(spec.events)
+    for r in out.values():
+        if id(r) in made:
+            eid, voice = made[id(r)]
+            events[eid] = events[eid].model_copy(update={"voice": voice.as_dict()})
+    return out, heard, spec.model_copy(update={"events": events})
 
 
 def _check(config: PipelineConfig, tl, labels, user_pcm, sys_pcm, stem_pcm) -> None:

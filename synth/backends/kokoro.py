@@ -31,7 +31,7 @@ from ..errors import SessionReject, UserError
 from ..rng import stream
 from ..schema.plan import PlannedWord
 from .neural import SynthCache, file_digest, missing_extra, ort_providers, place_words, speed_of
-from .tts import Rendered, Voice
+from .tts import Rendered, Voice, join_runs, runs_by
 
 SAMPLE_RATE = 24000
 FRAME = 600  # samples per duration frame (hop 300 x upsampling 2 at 24 kHz)
@@ -115,11 +115,30 @@ def _spoken_length(tokens: list[int]) -> int:
     return n
 
 
-class _Phonemizer:
-    """Per-word phonemes in Kokoro's symbol set; the G2P objects are built on first use."""
+_LEXICON: dict[str, object] | None = None
 
-    def __init__(self, vocab: dict[str, int]):
+
+def _misaki_lexicon() -> dict[str, object]:
+    """misaki's American English lexicon (gold, then silver): word -> Kokoro phonemes, or a dict of
+    them by part of speech. Read from its data files: misaki's ``en.G2P`` needs spaCy and a model
+    download for the tagging this per-word lookup does not use."""
+    global _LEXICON
+    if _LEXICON is None:
+        lex = {}
+        for name in ("us_silver.json", "us_gold.json"):
+            lex.update(json.loads((res.files("misaki") / "data" / name).read_text(encoding="utf-8")))
+        _LEXICON = lex
+    return _LEXICON
+
+
+class _Phonemizer:
+    """Per-word phonemes in Kokoro's symbol set; the G2P objects are built on first use.
+    ``english``: ``espeak`` (eSpeak NG IPA mapped by misaki) or ``misaki`` (misaki's lexicon,
+    eSpeak for words it lacks)."""
+
+    def __init__(self, vocab: dict[str, int], english: str = "espeak"):
         self.vocab = vocab
+        self.english = english
         self._en = None
         self._memo: dict[tuple[str, str], list[int]] = {}
 
@@ -141,6 +160,19 @@ class _Phonemizer:
         return ZHG2P.legacy_call(text).strip() if text else ""
 
     def _english(self, text: str) -> str:
+        if self.english == "misaki":
+            core = text.strip(".,!?;:\"'()，。！？；：、…—")
+            entry = _misaki_lexicon().get(core) or _misaki_lexicon().get(core.lower())
+            if isinstance(entry, dict):
+                entry = entry.get("DEFAULT")
+            if isinstance(entry, str) and core:
+                head, tail = text.split(core, 1)
+                from misaki.zh import ZHG2P
+
+                return (ZHG2P.map_punctuation(head) + entry + ZHG2P.map_punctuation(tail)).strip()
+        return self._espeak_english(text)
+
+    def _espeak_english(self, text: str) -> str:
         if self._en is None:
             try:
                 from misaki.espeak import EspeakFallback
@@ -169,10 +201,11 @@ class KokoroTTS:
     def __init__(self, model_path: str | None = None, voices_path: str | None = None,
                  pool_size: int = 20, pool_seed: int = 0, pool_base: list[str] | None = None,
                  threads: int = 1, trim_rel_db: float = -40.0, cache: SynthCache | None = None,
-                 device: str = "auto"):
+                 device: str = "auto", code_switch: str = "whole", english_g2p: str = "espeak"):
         self.model_path, self.voices_path = model_path, voices_path
         self.pool_size, self.pool_seed, self.pool_base = pool_size, pool_seed, pool_base
         self.threads, self.trim_rel_db, self.cache, self.device = threads, trim_rel_db, cache, device
+        self.code_switch, self.english_g2p = code_switch, english_g2p
         self._session = None
         self._lock = threading.Lock()
 
@@ -207,7 +240,7 @@ class KokoroTTS:
         opts.log_severity_level = 3
         self._session = ort.InferenceSession(model.SerializeToString(), opts, providers=ort_providers(self.device))
         vocab = json.loads((res.files("synth") / "data" / "kokoro_vocab.json").read_text(encoding="utf-8"))["vocab"]
-        self._g2p = _Phonemizer(vocab)
+        self._g2p = _Phonemizer(vocab, self.english_g2p)
         self.styles = load_styles(self.voices_path)
         self.styles.update(blend_pool(self.styles, self.pool_size, self.pool_seed, self.pool_base))
         self._g2p.tokens(PlannedWord(text="a", lang="en"))  # load eSpeak and jieba before the run
@@ -226,9 +259,19 @@ class KokoroTTS:
 
     # -- synthesis -------------------------------------------------------------------------
     def synthesize(self, words: list[PlannedWord], voice: Voice, sample_rate: int) -> Rendered:
+        """One model call for the utterance (``code_switch="whole"``) or one per language run
+        (``"runs"``, joined with ``JUNCTION_MS`` of silence), in one voice."""
+        if self.code_switch == "runs" and len({w.lang for w in words}) > 1:
+            return join_runs([self._synthesize(run, voice, sample_rate) for run in runs_by(words, lambda w: w.lang)],
+                             sample_rate)
+        return self._synthesize(words, voice, sample_rate)
+
+    def _synthesize(self, words: list[PlannedWord], voice: Voice, sample_rate: int) -> Rendered:
         self.load()
         params = {"sr": sample_rate, "trim": self.trim_rel_db, "pool_seed": self.pool_seed,
                   "pool_base": self.pool_base, "v": 1}
+        if self.english_g2p != "espeak":
+            params["english_g2p"] = self.english_g2p
         key = SynthCache.key(self.name, self.model_digest, voice, words, params) if self.cache else None
         if key is not None and (hit := self.cache.get(key)) is not None:
             return hit

@@ -57,7 +57,23 @@ def build_report(run: RunFolder) -> dict:
         "against_people": measures.against_people(times),
         "diversity": _diversity(recs),
         "citations": measures.CITATIONS,
+        "asr": asr_errors(recs),
     }
+
+
+def asr_errors(recs) -> dict:
+    """ASR round-trip error per engine and language (``scene.asr`` of the records): events, mean,
+    p90 and the share re-rendered."""
+    by: dict[str, list] = {}
+    for r in recs:
+        asr = r.scene.get("asr") or {}
+        for h in asr.get("events", {}).values():
+            by.setdefault(f"{r.scene.get('tts_engine', '?')}/{h['lang']}", []).append(h)
+    return {k: {"events": len(hs), "metric": hs[0]["metric"],
+                "mean": round(float(np.mean([h["error"] for h in hs])), 4),
+                "p90": round(float(np.percentile([h["error"] for h in hs], 90)), 4),
+                "rerendered": round(float(np.mean([h["attempt"] > 0 for h in hs])), 3)}
+            for k, hs in sorted(by.items())}
 
 
 # -- plots ---------------------------------------------------------------------------------
@@ -304,4 +320,7 @@ def print_summary(rep: dict, console) -> None:
     flat = {pid: n for fam in rep["phenomena"].values() for pid, n in fam.items()}
     console.print(f"phenomena: {sum(1 for n in flat.values() if n)} of {len(flat)} items seen; missing: "
                   + ", ".join(p for p, n in flat.items() if not n))
+    for k, a in rep.get("asr", {}).items():
+        console.print(f"asr {k}: {a['metric']} mean {a['mean']:.3f}, p90 {a['p90']:.3f} over {a['events']} events, "
+                      f"{a['rerendered']:.0%} re-rendered")
     console.print("rejects: " + (", ".join(f"{k} {v}" for k, v in rep["rejects_by_reason"].items()) or "none"))

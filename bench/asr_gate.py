@@ -1,0 +1,108 @@
+"""ASR round-trip bench: error rate per engine, language and Kokoro code-switch variant, and the
+gate's cost per audio second beside the TTS cost.
+
+    python bench/asr_gate.py --engine kokoro --lines 30 --variants whole:espeak,runs:espeak,whole:misaki,runs:misaki
+
+Lines are the speech events (at least 3 scored tokens) of scripted-planner sessions of every
+scenario seed, by language; CPU seconds are process time on one thread each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def lines_by_lang(per_lang: int) -> dict[str, list[list]]:
+    from synth.backends.scripted_planner import ScriptedPlanner
+    from synth.io.config_files import load_seed
+    from synth.rng import stream
+    from synth.stages.asr import event_lang, tokens
+
+    out: dict[str, list] = {"en": [], "zh": [], "en-zh": []}
+    for k in range(20):
+        for p in sorted((ROOT / "scenario_seeds").glob("*.yaml")):
+            seed = load_seed(p)
+            sid = f"bench-{seed.id}-{k}"
+            for ev in ScriptedPlanner().plan(seed, sid, stream(1, sid, "plan")).events:
+                if ev.sound is None and ev.words and ev.speaker in ("user", "system"):
+                    lang = event_lang(ev.words)
+                    ref = " ".join(w.text for w in ev.words)
+                    if len(tokens(ref, lang)) >= 3 and len(out[lang]) < per_lang:
+                        out[lang].append(list(ev.words))
+        if all(len(v) >= per_lang for v in out.values()):
+            break
+    return out
+
+
+def engine(name: str, variant: str):
+    if name == "espeak":
+        from synth.backends.espeak import EspeakTTS
+
+        return EspeakTTS({"en": "en-us", "zh": "cmn"}), ["en-us", "en-us+m3", "en-us+f2"]
+    from synth.backends.kokoro import KokoroTTS
+
+    cs, g2p = variant.split(":")
+    return KokoroTTS(code_switch=cs, english_g2p=g2p).load(), [f"pool-{i:02d}" for i in range(20)]
+
+
+def run(args) -> dict:
+    from synth.backends.tts import Voice
+    from synth.backends.whisper import WhisperASR
+    from synth.stages.asr import error_rate, whisper_language
+    from synth.schema.config import AsrGateConfig
+
+    cfg = AsrGateConfig(cache_dir=args.cache_dir)
+    asr = WhisperASR(cache_dir=args.cache_dir).load()
+    lines = lines_by_lang(args.lines)
+    results = {}
+    for variant in args.variants.split(","):
+        tts, voices = engine(args.engine, variant)
+        for lang, items in lines.items():
+            if variant != args.variants.split(",")[0] and lang == "zh":
+                continue  # zh lines have no English span: the same audio in every variant
+            errs, tts_cpu, asr_cpu, audio_s, worst = [], 0.0, 0.0, 0.0, []
+            for i, words in enumerate(items):
+                v = Voice(voices[i % len(voices)], 170, 50, 60)
+                c0 = time.process_time()
+                r = tts.synthesize(words, v, 16000)
+                c1 = time.process_time()
+                hyp = asr.transcribe(r.audio, r.sample_rate, whisper_language(lang, cfg)).text
+                asr_cpu += time.process_time() - c1
+                tts_cpu += c1 - c0
+                audio_s += len(r.audio) / 16000
+                ref = " ".join(w.text for w in words)
+                e = error_rate(ref, hyp, lang)
+                errs.append(e)
+                worst.append((e, ref, hyp))
+            worst.sort(key=lambda t: -t[0])
+            key = f"{args.engine}/{variant}/{lang}"
+            results[key] = {"lines": len(errs), "mean_error": round(float(np.mean(errs)), 4),
+                            "share_over_0.3": round(float(np.mean(np.array(errs) > 0.3)), 3),
+                            "audio_s": round(audio_s, 1), "tts_cpu_per_audio_s": round(tts_cpu / audio_s, 3),
+                            "asr_cpu_per_audio_s": round(asr_cpu / audio_s, 3), "worst": worst[:3]}
+            print(key, json.dumps({k: v for k, v in results[key].items() if k != "worst"}), flush=True)
+    return results
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--engine", choices=["kokoro", "espeak"], default="kokoro")
+    ap.add_argument("--variants", default="whole:espeak", help="kokoro: code_switch:english_g2p, comma separated")
+    ap.add_argument("--lines", type=int, default=20, help="lines per language")
+    ap.add_argument("--cache-dir", default=None)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    res = run(args)
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, ensure_ascii=False, indent=1))
+
+
+if __name__ == "__main__":
+    main()
