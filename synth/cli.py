@@ -113,21 +113,34 @@ def run(pipeline: Path = typer.Argument(..., help="Pipeline YAML."),
         planner: Optional[str] = _PLANNER_OPT, llm_base_url: Optional[str] = _BASE_URL_OPT,
         llm_model: Optional[str] = _MODEL_OPT, llm_cache_dir: Optional[Path] = _CACHE_OPT) -> None:
     """Make sessions and write Parquet + WebDataset shards; resumes an interrupted run."""
-    from .executor.run import execute, merge, pending_ranks, prepare_folder
+    from .executor.run import drop_broken_markers, execute, merge, pending_ranks, prepare_folder
 
+    if out is not None and not out.strip():
+        raise UserError("--out: an empty path (give a folder, e.g. --out outputs/myrun)")
+    if ray_address:
+        from .executor.ray_executor import check_reachable
+
+        check_reachable(ray_address)
     spec = _spec(pipeline, out, sessions, seed, executor, workers,
                  (planner, llm_base_url, llm_model, llm_cache_dir))
     store = prepare_folder(spec)
+    for line in drop_broken_markers(spec):
+        console.print(f"[yellow]warning:[/] {line}", highlight=False)
     ex = spec.config.executor
     todo = pending_ranks(spec)
+    n_workers = ex.workers
+    if todo and n_workers > len(todo):
+        console.print(f"workers: {n_workers} capped at {len(todo)} (one per task to run)", highlight=False)
+        n_workers = len(todo)
     t0 = time.time()
     done_before = spec.config.sessions - sum(len(spec.session_ids(r)) for r in todo)
     progress = _Progress(spec.config.sessions, done_before, t0)
     with progress:
-        failed = execute(spec, ex.kind, ex.workers, ray_address or ex.ray_address, progress.task_done)
+        failed = execute(spec, ex.kind, n_workers, ray_address or ex.ray_address, progress.task_done)
     stats = merge(spec)
     console.print(
-        f"[green]done[/] {stats['sessions']} sessions, {stats['audio_s'] / 3600:.3f} h audio, "
+        f"{'[red]incomplete[/]' if failed else '[green]done[/]'} {stats['sessions']} sessions, "
+        f"{stats['audio_s'] / 3600:.3f} h audio, "
         f"{stats['rejects']} rejects {stats['rejects_by_reason'] or ''} in {time.time() - t0:.1f} s"
     )
     console.print(f"  parquet:    {store.path('shards/parquet')}")
@@ -200,7 +213,7 @@ class _Progress:
 
 @app.command()
 def plan(path: Path = typer.Argument(..., help="A scenario seed or pipeline YAML."),
-         session: int = typer.Option(0, "--session", help="Session index to plan."),
+         session: int = typer.Option(0, "--session", min=0, help="Session index to plan."),
          count: int = typer.Option(1, "-n", "--count", min=1, help="Plan this many sessions from --session on."),
          seed: int = typer.Option(0, "--seed"),
          text: bool = typer.Option(False, "--text", help="Print transcripts to read instead of JSON, then the "
@@ -272,7 +285,9 @@ def validate(out_dir: Path = typer.Argument(..., help="A run folder.")) -> None:
         raise UserError(f"{out_dir}: not a run folder (no run.json)")
     n, problems = validate_run(out_dir)
     for p in problems[:50]:
-        console.print(f"[red]✗[/] {p}")
+        console.print(f"[red]✗[/] {p}", highlight=False)
+    if len(problems) > 50:
+        console.print(f"... and {len(problems) - 50} more", highlight=False)
     if problems:
         console.print(f"[red]{len(problems)} problems[/] in {n} sessions")
         raise typer.Exit(1)
@@ -403,26 +418,61 @@ def publish(out_dir: Path = typer.Argument(..., help="A run folder."),
     console.print(f"[green]uploaded[/] {url}")
 
 
+def _class_names(e: BaseException) -> set[str]:
+    return {c.__name__ for c in type(e).__mro__}
+
+
+def _on_sigterm(signum, frame):
+    """SIGTERM (a scheduler, ``kill``) stops the run the way Ctrl-C does: workers stopped, resumable."""
+    raise KeyboardInterrupt
+
+
 def main() -> None:
+    """Entry point: one line and exit 2 for a user error or a usage error, 130 when interrupted.
+
+    Usage errors are matched by class name, not class: typer >= 0.20 raises its own vendored copy
+    of click's exceptions (``typer._click``), older typer raises click's.
+    """
+    import signal
+
+    signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         rc = app(standalone_mode=False)
         sys.exit(rc if isinstance(rc, int) else 0)
+    except SystemExit:
+        raise
     except UserError as e:
         if _DEBUG["on"]:
             raise
         console.print(f"[red]error:[/] {e}", highlight=False)
         sys.exit(2)
-    except typer.Exit as e:
-        sys.exit(e.exit_code)
-    except Exception as e:  # click usage errors
-        import click
-
-        if isinstance(e, click.exceptions.ClickException):
-            e.show()
+    except KeyboardInterrupt:
+        _interrupted()
+    except OSError as e:
+        if _DEBUG["on"]:
+            raise
+        where = f"{e.filename}: {e.strerror}" if e.filename else (str(e).splitlines() or [type(e).__name__])[0]
+        console.print(f"[red]error:[/] {where}", highlight=False)
+        sys.exit(1)
+    except Exception as e:
+        names = _class_names(e)
+        if "Exit" in names and hasattr(e, "exit_code"):
             sys.exit(e.exit_code)
-        if isinstance(e, click.exceptions.Abort):
-            sys.exit(130)
+        if "Abort" in names:
+            _interrupted()
+        if ("ClickException" in names or "TyperException" in names) and not _DEBUG["on"]:
+            if hasattr(e, "show"):
+                e.show()
+            else:
+                console.print(f"[red]error:[/] {e}", highlight=False)
+            sys.exit(getattr(e, "exit_code", 2) or 2)
         raise
+
+
+def _interrupted() -> None:
+    console.print("[yellow]interrupted[/]; finished tasks are kept: rerun the same command to resume",
+                  highlight=False)
+    sys.exit(130)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from .. import __version__
 from ..errors import UserError
 from ..io.store import Store
 from ..schema.record import TaskStats
-from .task import RunSpec, marker_name, run_task
+from .task import RunSpec, marker_name, marker_problems, read_marker, run_task
 
 
 def fingerprint(spec: RunSpec) -> str:
@@ -26,8 +26,20 @@ def fingerprint(spec: RunSpec) -> str:
 
 
 def prepare_folder(spec: RunSpec) -> Store:
-    """Create the run folder or check that it was made by the same generation config."""
+    """Create the run folder or check that it was made by the same generation config.
+
+    A non-empty local folder without ``run.json`` is refused: it is someone's data, not a run.
+    """
+    if not str(spec.out_dir).strip():
+        raise UserError("--out: an empty path (give a folder, e.g. --out outputs/myrun)")
     store = Store(spec.out_dir)
+    if store.local and store.local_path().exists():
+        where = store.local_path()
+        if not where.is_dir():
+            raise UserError(f"output.dir: {store} is a file, not a folder")
+        if not (where / "run.json").exists() and any(where.iterdir()):
+            raise UserError(f"output.dir: {store} is not empty and not a run folder (no run.json); "
+                            "use a new or empty folder")
     try:
         store.makedirs()
     except OSError as e:
@@ -36,7 +48,7 @@ def prepare_folder(spec: RunSpec) -> Store:
         raise UserError(f"output.dir: {store} is not writable")
     fp = fingerprint(spec)
     if store.exists("run.json"):
-        old = json.loads(store.read_text("run.json")).get("fingerprint")
+        old = _run_info(store).get("fingerprint")
         if old != fp:
             raise UserError(
                 f"{store}: made with a different generation config (fingerprint {old} != {fp}); "
@@ -59,6 +71,34 @@ def prepare_folder(spec: RunSpec) -> Store:
     }
     store.write_text("run.json", json.dumps(info, indent=1, sort_keys=True))
     return store
+
+
+def _run_info(store: Store) -> dict:
+    """``run.json`` of an existing run folder; a damaged one is a one-line error."""
+    try:
+        info = json.loads(store.read_text("run.json"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise UserError(f"{store.path('run.json')}: damaged run.json ({str(e).splitlines()[0]}); "
+                        "the run cannot be resumed: use another --out folder") from None
+    if not isinstance(info, dict):
+        raise UserError(f"{store.path('run.json')}: damaged run.json (not a JSON object)")
+    return info
+
+
+def drop_broken_markers(spec: RunSpec) -> list[str]:
+    """Remove the markers whose files are gone, resized or (local folders) changed, so that a rerun
+    redoes those tasks; one line per task saying why."""
+    store = Store(spec.out_dir)
+    done = set(store.list("tasks", "*.done.json"))
+    lines = []
+    for r in range(spec.num_tasks):
+        if marker_name(r) not in done:
+            continue
+        bad = marker_problems(store, r, deep=store.local)
+        if bad:
+            store.delete(marker_name(r))
+            lines.append(f"task {r:05d}: {'; '.join(bad)}; making it again")
+    return lines
 
 
 def pending_ranks(spec: RunSpec) -> list[int]:
@@ -92,14 +132,49 @@ def execute(spec: RunSpec, kind: str, workers: int, ray_address: str | None = No
         return failed
     from concurrent.futures import as_completed
 
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = {pool.submit(run_task, spec, r): r for r in ranks}
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_worker_signals)
+    try:
+        futures = {pool.submit(_pool_task, spec, r): r for r in ranks}
         for f in as_completed(futures):
             try:
                 done(f.result())
             except Exception as e:  # noqa: BLE001 - a dead worker breaks the pool: all report
                 failed[futures[f]] = _one_line(e)
+    except BaseException:
+        # Ctrl-C or SIGTERM of the driver: stop the workers now (each aborts its temporaries),
+        # rather than waiting for their tasks as the pool's own shutdown would
+        for proc in list((pool._processes or {}).values()):
+            proc.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
     return failed
+
+
+_IN_TASK = {"on": False}
+
+
+def _worker_signals() -> None:
+    """Pool workers: the driver alone handles Ctrl-C; SIGTERM (the driver stopping them) aborts
+    the running task, so its temporary files go, or exits an idle worker quietly."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def on_term(signum, frame):
+        if _IN_TASK["on"]:
+            raise KeyboardInterrupt
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_term)
+
+
+def _pool_task(spec: RunSpec, rank: int) -> TaskStats:
+    _IN_TASK["on"] = True
+    try:
+        return run_task(spec, rank)
+    finally:
+        _IN_TASK["on"] = False
 
 
 def _one_line(e: BaseException) -> str:
@@ -119,7 +194,7 @@ def merge(spec: RunSpec) -> dict:
     for r in range(spec.num_tasks):
         if not store.exists(marker_name(r)):
             continue
-        s = TaskStats.model_validate_json(store.read_text(marker_name(r)))
+        s, _ = read_marker(store, r)
         totals["sessions"] += s.sessions
         totals["rejects"] += s.rejects
         totals["audio_s"] += s.audio_s
