@@ -422,11 +422,6 @@ def _class_names(e: BaseException) -> set[str]:
     return {c.__name__ for c in type(e).__mro__}
 
 
-def _on_sigterm(signum, frame):
-    """SIGTERM (a scheduler, ``kill``) stops the run the way Ctrl-C does: workers stopped, resumable."""
-    raise KeyboardInterrupt
-
-
 def main() -> None:
     """Entry point: one line and exit 2 for a user error or a usage error, 130 when interrupted.
 
@@ -435,7 +430,11 @@ def main() -> None:
     """
     import signal
 
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    from .executor.stop import request_stop
+
+    # SIGTERM (a scheduler, `kill`) stops a run the way Ctrl-C does: workers stopped, resumable
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
     try:
         rc = app(standalone_mode=False)
         sys.exit(rc if isinstance(rc, int) else 0)

@@ -124,14 +124,15 @@ def _check_tar(tf: Path, seen: dict, found: set) -> list[str]:
             for m in tar:
                 key, ext = m.name.split(".", 1)
                 data = tar.extractfile(m).read()
-                found.add(key)
                 ref = seen.get(key)
                 if ref is None:
-                    problems.append(f"{key}: in WebDataset but not in Parquet")
+                    if key not in found:
+                        problems.append(f"{key}: in WebDataset but not in Parquet")
                 elif ext == "json" and json.loads(data) != ref["json"]:
                     problems.append(f"{key}: WebDataset json differs from Parquet row")
                 elif ext in ("user.flac", "system.flac") and data != ref[ext.split(".")[0]]:
                     problems.append(f"{key}: WebDataset {ext} differs from Parquet")
+                found.add(key)
     except (tarfile.TarError, OSError, ValueError) as e:  # truncated or damaged tar
         problems.append(f"{tf}: unreadable tar ({_first_line(e)})")
     return problems

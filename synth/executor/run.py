@@ -13,6 +13,7 @@ from ..errors import UserError
 from ..io.store import Store
 from ..schema.record import TaskStats
 from .task import RunSpec, marker_name, marker_problems, read_marker, run_task
+from .stop import request_stop
 
 
 def fingerprint(spec: RunSpec) -> str:
@@ -163,7 +164,7 @@ def _worker_signals() -> None:
 
     def on_term(signum, frame):
         if _IN_TASK["on"]:
-            raise KeyboardInterrupt
+            request_stop(signum, frame)
         os._exit(128 + signum)
 
     signal.signal(signal.SIGTERM, on_term)
@@ -173,6 +174,8 @@ def _pool_task(spec: RunSpec, rank: int) -> TaskStats:
     _IN_TASK["on"] = True
     try:
         return run_task(spec, rank)
+    except KeyboardInterrupt:  # stopped by the driver; run_task has removed its temporaries
+        os._exit(128 + 15)  # the pool would report it and hand this worker the next task
     finally:
         _IN_TASK["on"] = False
 

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 
 from ..io.store import Store
+from .stop import check_stop
 from ..io.shards import ShardWriter, file_proof, proof_problems, remove_stale_temporaries
 from ..banks.bank import Bank
 from ..schema.config import PipelineConfig
@@ -72,10 +73,12 @@ def run_task(spec: RunSpec, rank: int) -> TaskStats:
         timer.add("plan", t0)
     try:
         for sid, seed in spec.session_ids(rank):
+            check_stop()
             try:
                 result = make_session(cfg, seed, cfg.seed, sid, planner, tts, timer, spec.bank)
             except Exception as e:
                 raise RuntimeError(f"session {sid} ({seed.id}): {type(e).__name__}: {e}") from e
+            check_stop()
             if not isinstance(result, SessionOutput):
                 rejects.append(result)
                 continue

@@ -147,7 +147,6 @@ class RunFolder:
 
     def session(self, session_id: str) -> Session:
         import pyarrow.compute as pc
-        import pyarrow.parquet as pq
 
         if not self.parquet_files:
             for s in self._webdataset_sessions():
