@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -430,13 +431,15 @@ def main() -> None:
     """
     import signal
 
-    from .executor.stop import request_stop
+    from .executor.stop import STOP, request_stop
 
     # SIGTERM (a scheduler, `kill`) stops a run the way Ctrl-C does: workers stopped, resumable
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
     try:
         rc = app(standalone_mode=False)
+        if STOP["signal"] or rc == 130:  # typer >= 0.2x returns Ctrl-C as exit code 130
+            _interrupted()
         sys.exit(rc if isinstance(rc, int) else 0)
     except SystemExit:
         raise
@@ -456,6 +459,8 @@ def main() -> None:
     except Exception as e:
         names = _class_names(e)
         if "Exit" in names and hasattr(e, "exit_code"):
+            if isinstance(e.__cause__, KeyboardInterrupt):  # typer >= 0.2x: Ctrl-C becomes Exit(130)
+                _interrupted()
             sys.exit(e.exit_code)
         if "Abort" in names:
             _interrupted()
@@ -469,9 +474,9 @@ def main() -> None:
 
 
 def _interrupted() -> None:
-    console.print("[yellow]interrupted[/]; finished tasks are kept: rerun the same command to resume",
-                  highlight=False)
-    sys.exit(130)
+    sys.stderr.write("interrupted; finished tasks are kept: rerun the same command to resume\n")
+    sys.stderr.flush()
+    os._exit(130)  # at once: the interpreter's exit would join threads a stop may have left waiting
 
 
 if __name__ == "__main__":
