@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -115,23 +116,36 @@ def run(pipeline: Path = typer.Argument(..., help="Pipeline YAML."),
         plans: Optional[Path] = typer.Option(None, "--plans", help="Render exactly these plans (JSONL from "
                                              "synth plan -o) instead of planning.")) -> None:
     """Make sessions and write Parquet + WebDataset shards; resumes an interrupted run."""
-    from .executor.run import execute, merge, pending_ranks, prepare_folder
+    from .executor.run import drop_broken_markers, execute, merge, pending_ranks, prepare_folder
 
+    if out is not None and not out.strip():
+        raise UserError("--out: an empty path (give a folder, e.g. --out outputs/myrun)")
+    if ray_address:
+        from .executor.ray_executor import check_reachable
+
+        check_reachable(ray_address)
     spec = _spec(pipeline, out, sessions, seed, executor, workers,
                  (planner, llm_base_url, llm_model, llm_cache_dir))
     if plans is not None:
         spec = _with_plans(spec, plans)
     store = prepare_folder(spec)
+    for line in drop_broken_markers(spec):
+        console.print(f"[yellow]warning:[/] {line}", highlight=False)
     ex = spec.config.executor
     todo = pending_ranks(spec)
+    n_workers = ex.workers
+    if todo and n_workers > len(todo):
+        console.print(f"workers: {n_workers} capped at {len(todo)} (one per task to run)", highlight=False)
+        n_workers = len(todo)
     t0 = time.time()
     done_before = spec.config.sessions - sum(len(spec.session_ids(r)) for r in todo)
     progress = _Progress(spec.config.sessions, done_before, t0)
     with progress:
-        failed = execute(spec, ex.kind, ex.workers, ray_address or ex.ray_address, progress.task_done)
+        failed = execute(spec, ex.kind, n_workers, ray_address or ex.ray_address, progress.task_done)
     stats = merge(spec)
     console.print(
-        f"[green]done[/] {stats['sessions']} sessions, {stats['audio_s'] / 3600:.3f} h audio, "
+        f"{'[red]incomplete[/]' if failed else '[green]done[/]'} {stats['sessions']} sessions, "
+        f"{stats['audio_s'] / 3600:.3f} h audio, "
         f"{stats['rejects']} rejects {stats['rejects_by_reason'] or ''} in {time.time() - t0:.1f} s"
     )
     console.print(f"  parquet:    {store.path('shards/parquet')}")
@@ -219,7 +233,7 @@ class _Progress:
 
 @app.command()
 def plan(path: Path = typer.Argument(..., help="A scenario seed or pipeline YAML."),
-         session: int = typer.Option(0, "--session", help="Session index to plan."),
+         session: int = typer.Option(0, "--session", min=0, help="Session index to plan."),
          count: int = typer.Option(1, "-n", "--count", min=1, help="Plan this many sessions from --session on."),
          seed: int = typer.Option(0, "--seed"),
          text: bool = typer.Option(False, "--text", help="Print transcripts to read instead of JSON, then the "
@@ -302,7 +316,9 @@ def validate(out_dir: Path = typer.Argument(..., help="A run folder.")) -> None:
         raise UserError(f"{out_dir}: not a run folder (no run.json)")
     n, problems = validate_run(out_dir)
     for p in problems[:50]:
-        console.print(f"[red]✗[/] {p}")
+        console.print(f"[red]✗[/] {p}", highlight=False)
+    if len(problems) > 50:
+        console.print(f"... and {len(problems) - 50} more", highlight=False)
     if problems:
         console.print(f"[red]{len(problems)} problems[/] in {n} sessions")
         raise typer.Exit(1)
@@ -448,26 +464,64 @@ def publish(out_dir: Path = typer.Argument(..., help="A run folder."),
     console.print(f"[green]uploaded[/] {url}")
 
 
+def _class_names(e: BaseException) -> set[str]:
+    return {c.__name__ for c in type(e).__mro__}
+
+
 def main() -> None:
+    """Entry point: one line and exit 2 for a user error or a usage error, 130 when interrupted.
+
+    Usage errors are matched by class name, not class: typer >= 0.20 raises its own vendored copy
+    of click's exceptions (``typer._click``), older typer raises click's.
+    """
+    import signal
+
+    from .executor.stop import STOP, request_stop
+
+    # SIGTERM (a scheduler, `kill`) stops a run the way Ctrl-C does: workers stopped, resumable
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
     try:
         rc = app(standalone_mode=False)
+        if STOP["signal"] or rc == 130:  # typer >= 0.2x returns Ctrl-C as exit code 130
+            _interrupted()
         sys.exit(rc if isinstance(rc, int) else 0)
+    except SystemExit:
+        raise
     except UserError as e:
         if _DEBUG["on"]:
             raise
         console.print(f"[red]error:[/] {e}", highlight=False)
         sys.exit(2)
-    except typer.Exit as e:
-        sys.exit(e.exit_code)
-    except Exception as e:  # click usage errors
-        import click
-
-        if isinstance(e, click.exceptions.ClickException):
-            e.show()
+    except KeyboardInterrupt:
+        _interrupted()
+    except OSError as e:
+        if _DEBUG["on"]:
+            raise
+        where = f"{e.filename}: {e.strerror}" if e.filename else (str(e).splitlines() or [type(e).__name__])[0]
+        console.print(f"[red]error:[/] {where}", highlight=False)
+        sys.exit(1)
+    except Exception as e:
+        names = _class_names(e)
+        if "Exit" in names and hasattr(e, "exit_code"):
+            if isinstance(e.__cause__, KeyboardInterrupt):  # typer >= 0.2x: Ctrl-C becomes Exit(130)
+                _interrupted()
             sys.exit(e.exit_code)
-        if isinstance(e, click.exceptions.Abort):
-            sys.exit(130)
+        if "Abort" in names:
+            _interrupted()
+        if ("ClickException" in names or "TyperException" in names) and not _DEBUG["on"]:
+            if hasattr(e, "show"):
+                e.show()
+            else:
+                console.print(f"[red]error:[/] {e}", highlight=False)
+            sys.exit(getattr(e, "exit_code", 2) or 2)
         raise
+
+
+def _interrupted() -> None:
+    sys.stderr.write("interrupted; finished tasks are kept: rerun the same command to resume\n")
+    sys.stderr.flush()
+    os._exit(130)  # at once: the interpreter's exit would join threads a stop may have left waiting
 
 
 if __name__ == "__main__":

@@ -55,45 +55,111 @@ def validate_record(rec: SessionRecord, user: bytes, system: bytes, ttl_ms: floa
     return bad
 
 
+def _run_info(out: Path) -> dict:
+    from .errors import UserError
+
+    try:
+        info = json.loads((out / "run.json").read_text(encoding="utf-8"))
+        info["config"]["timing"]["result_ttl_ms"], info["config"]["output"]["formats"]  # noqa: B018
+    except (ValueError, UnicodeDecodeError, KeyError, TypeError) as e:
+        raise UserError(f"{out / 'run.json'}: damaged run.json ({type(e).__name__}: "
+                        f"{str(e).splitlines()[0] if str(e) else ''})") from None
+    return info
+
+
 def validate_run(out_dir: str | Path) -> tuple[int, list[str]]:
-    """Number of sessions checked and the list of ``session: problem`` strings."""
+    """Number of sessions checked and the list of ``session: problem`` (or ``file: problem``) strings.
+
+    A damaged shard is one problem naming the file; the other shards are still checked.
+    """
     out = Path(out_dir)
-    run = json.loads((out / "run.json").read_text())
+    run = _run_info(out)
     ttl = run["config"]["timing"]["result_ttl_ms"]
     problems: list[str] = []
     seen: dict[str, dict] = {}
     for pf in sorted((out / "shards" / "parquet").glob("*.parquet")):
-        for row in pq.read_table(pf).to_pylist():
-            sid = row["session_id"]
-            if sid in seen:
-                problems.append(f"{sid}: duplicate session")
-            user, system = row.pop("user_audio")["bytes"], row.pop("system_audio")["bytes"]
-            row["scene"] = json.loads(row["scene"])
-            row["planner_meta"] = json.loads(row.get("planner_meta") or "{}")
-            row["render_spec"] = json.loads(row.get("render_spec") or "null")
-            try:
-                rec = SessionRecord.model_validate(row)
-            except Exception as e:  # a schema failure is a finding, not a crash
-                problems.append(f"{sid}: schema: {str(e).splitlines()[0]}")
-                continue
-            seen[sid] = {"json": rec.model_dump(mode="json"), "user": user, "system": system}
-            problems += [f"{sid}: {p}" for p in validate_record(rec, user, system, ttl)]
-    wds = sorted((out / "shards" / "webdataset").glob("*.tar"))
+        try:
+            rows = pq.read_table(pf).to_pylist()
+        except Exception as e:  # noqa: BLE001 - pyarrow raises several kinds for a damaged file
+            problems.append(f"{pf}: unreadable Parquet ({_first_line(e)})")
+            continue
+        for row in rows:
+            problems += _check_row(row, seen, ttl)
     if "webdataset" in run["config"]["output"]["formats"]:
-        found = set()
-        for tf in wds:
-            with tarfile.open(tf) as tar:
-                for m in tar.getmembers():
-                    key, ext = m.name.split(".", 1)
-                    data = tar.extractfile(m).read()
-                    found.add(key)
-                    ref = seen.get(key)
-                    if ref is None:
-                        problems.append(f"{key}: in WebDataset but not in Parquet")
-                    elif ext == "json" and json.loads(data) != ref["json"]:
-                        problems.append(f"{key}: WebDataset json differs from Parquet row")
-                    elif ext in ("user.flac", "system.flac") and data != ref[ext.split(".")[0]]:
-                        problems.append(f"{key}: WebDataset {ext} differs from Parquet")
-        for key in set(seen) - found:
+        found: set[str] = set()
+        for tf in sorted((out / "shards" / "webdataset").glob("*.tar")):
+            problems += _check_tar(tf, seen, found)
+        for key in sorted(set(seen) - found):
             problems.append(f"{key}: in Parquet but not in WebDataset")
+    problems += _check_markers(out, run, len(seen))
     return len(seen), problems
+
+
+def _first_line(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {lines[0] if lines else ''}"[:200]
+
+
+def _check_row(row: dict, seen: dict, ttl: float) -> list[str]:
+    sid = row["session_id"]
+    problems = [f"{sid}: duplicate session"] if sid in seen else []
+    user, system = row.pop("user_audio")["bytes"], row.pop("system_audio")["bytes"]
+    try:
+        row["scene"] = json.loads(row["scene"])
+        row["planner_meta"] = json.loads(row.get("planner_meta") or "{}")
+        row["render_spec"] = json.loads(row.get("render_spec") or "null")
+        rec = SessionRecord.model_validate(row)
+    except Exception as e:  # a schema failure is a finding, not a crash
+        return problems + [f"{sid}: schema: {str(e).splitlines()[0]}"]
+    seen[sid] = {"json": rec.model_dump(mode="json"), "user": user, "system": system}
+    try:
+        return problems + [f"{sid}: {p}" for p in validate_record(rec, user, system, ttl)]
+    except sf.LibsndfileError as e:
+        return problems + [f"{sid}: audio not decodable FLAC ({_first_line(e)})"]
+
+
+def _check_tar(tf: Path, seen: dict, found: set) -> list[str]:
+    problems = []
+    try:
+        with tarfile.open(tf) as tar:
+            for m in tar:
+                key, ext = m.name.split(".", 1)
+                data = tar.extractfile(m).read()
+                ref = seen.get(key)
+                if ref is None:
+                    if key not in found:
+                        problems.append(f"{key}: in WebDataset but not in Parquet")
+                elif ext == "json" and json.loads(data) != ref["json"]:
+                    problems.append(f"{key}: WebDataset json differs from Parquet row")
+                elif ext in ("user.flac", "system.flac") and data != ref[ext.split(".")[0]]:
+                    problems.append(f"{key}: WebDataset {ext} differs from Parquet")
+                found.add(key)
+    except (tarfile.TarError, OSError, ValueError) as e:  # truncated or damaged tar
+        problems.append(f"{tf}: unreadable tar ({_first_line(e)})")
+    return problems
+
+
+def _check_markers(out: Path, run: dict, n_sessions: int) -> list[str]:
+    """Every task has a marker whose files are on disk unchanged; the markers' session counts add up."""
+    from .executor.task import marker_name, marker_problems, read_marker
+    from .io.store import Store
+
+    store = Store(out)
+    cfg = run["config"]
+    num_tasks = -(-cfg["sessions"] // cfg["output"]["sessions_per_shard"])
+    problems, counted, missing = [], 0, []
+    for r in range(num_tasks):
+        if not store.exists(marker_name(r)):
+            missing.append(r)
+            continue
+        problems += marker_problems(store, r, deep=True)
+        try:
+            counted += read_marker(store, r)[0].sessions
+        except (ValueError, UnicodeDecodeError):  # reported by marker_problems
+            pass
+    if missing:
+        problems.append(f"{out}: {len(missing)} of {num_tasks} tasks have no completion marker "
+                        f"(first: {marker_name(missing[0])}); rerun the run command to finish it")
+    if "parquet" in cfg["output"]["formats"] and counted != n_sessions:
+        problems.append(f"{out}: the markers count {counted} sessions, the Parquet shards hold {n_sessions}")
+    return problems

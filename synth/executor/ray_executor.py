@@ -16,6 +16,8 @@ def run_ray(spec, ranks, workers, address, resources, on_done) -> dict[int, str]
     from .task import run_task
 
     address = address or os.environ.get("RAY_ADDRESS")
+    if address:
+        check_reachable(address)
     started = False
     if not ray.is_initialized():
         if address:
@@ -44,3 +46,21 @@ def run_ray(spec, ranks, workers, address, resources, on_done) -> dict[int, str]
     finally:
         if started:
             ray.shutdown()
+
+
+def check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """A ``host:port`` (or ``ray://host:port``) that takes no connection is one error line now;
+    ``ray.init`` would retry it for minutes. ``auto`` and other forms are left to Ray."""
+    import socket
+
+    from ..errors import UserError
+
+    hostport = address.removeprefix("ray://")
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        raise UserError(f"--ray-address: no Ray cluster at {address} ({e.strerror or e}); "
+                        "start one with `ray start --head` or omit the address for a local cluster") from None

@@ -12,7 +12,8 @@ from .. import __version__
 from ..errors import UserError
 from ..io.store import Store
 from ..schema.record import TaskStats
-from .task import RunSpec, marker_name, run_task
+from .task import RunSpec, marker_name, marker_problems, read_marker, run_task
+from .stop import request_stop
 
 
 def data_settings(spec: RunSpec) -> dict:
@@ -64,9 +65,19 @@ def _refusal(store: Store, old_info: dict, spec: RunSpec, fp: str) -> str:
 def prepare_folder(spec: RunSpec) -> Store:
     """Create the run folder or check that it was made by the same data settings.
 
-    A run may be resumed with more sessions (it is extended) but not fewer.
+    A run may be resumed with more sessions (it is extended) but not fewer. A non-empty local
+    folder without ``run.json`` is refused: it is someone's data, not a run.
     """
+    if not str(spec.out_dir).strip():
+        raise UserError("--out: an empty path (give a folder, e.g. --out outputs/myrun)")
     store = Store(spec.out_dir)
+    if store.local and store.local_path().exists():
+        where = store.local_path()
+        if not where.is_dir():
+            raise UserError(f"output.dir: {store} is a file, not a folder")
+        if not (where / "run.json").exists() and any(where.iterdir()):
+            raise UserError(f"output.dir: {store} is not empty and not a run folder (no run.json); "
+                            "use a new or empty folder")
     try:
         store.makedirs()
     except OSError as e:
@@ -75,7 +86,7 @@ def prepare_folder(spec: RunSpec) -> Store:
         raise UserError(f"output.dir: {store} is not writable")
     fp = fingerprint(spec)
     if store.exists("run.json"):
-        info = json.loads(store.read_text("run.json"))
+        info = _run_info(store)
         if info.get("fingerprint") != fp:
             raise UserError(_refusal(store, info, spec, fp))
         before = info.get("config", {}).get("sessions", spec.config.sessions)
@@ -111,6 +122,34 @@ def bank_folders(bank) -> list[str]:
     from pathlib import Path
 
     return sorted({str(Path(f.file).parents[len(Path(f.entry.path).parts) - 1]) for f in bank.files})
+
+
+def _run_info(store: Store) -> dict:
+    """``run.json`` of an existing run folder; a damaged one is a one-line error."""
+    try:
+        info = json.loads(store.read_text("run.json"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise UserError(f"{store.path('run.json')}: damaged run.json ({str(e).splitlines()[0]}); "
+                        "the run cannot be resumed: use another --out folder") from None
+    if not isinstance(info, dict):
+        raise UserError(f"{store.path('run.json')}: damaged run.json (not a JSON object)")
+    return info
+
+
+def drop_broken_markers(spec: RunSpec) -> list[str]:
+    """Remove the markers whose files are gone, resized or (local folders) changed, so that a rerun
+    redoes those tasks; one line per task saying why."""
+    store = Store(spec.out_dir)
+    done = set(store.list("tasks", "*.done.json"))
+    lines = []
+    for r in range(spec.num_tasks):
+        if marker_name(r) not in done:
+            continue
+        bad = marker_problems(store, r, deep=store.local)
+        if bad:
+            store.delete(marker_name(r))
+            lines.append(f"task {r:05d}: {'; '.join(bad)}; making it again")
+    return lines
 
 
 def pending_ranks(spec: RunSpec) -> list[int]:
@@ -150,14 +189,51 @@ def execute(spec: RunSpec, kind: str, workers: int, ray_address: str | None = No
         return failed
     from concurrent.futures import as_completed
 
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = {pool.submit(run_task, spec, r): r for r in ranks}
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_worker_signals)
+    try:
+        futures = {pool.submit(_pool_task, spec, r): r for r in ranks}
         for f in as_completed(futures):
             try:
                 done(f.result())
             except Exception as e:  # noqa: BLE001 - a dead worker breaks the pool: all report
                 failed[futures[f]] = _one_line(e)
+    except BaseException:
+        # Ctrl-C or SIGTERM of the driver: stop the workers now (each aborts its temporaries),
+        # rather than waiting for their tasks as the pool's own shutdown would
+        for proc in list((pool._processes or {}).values()):
+            proc.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
     return failed
+
+
+_IN_TASK = {"on": False}
+
+
+def _worker_signals() -> None:
+    """Pool workers: the driver alone handles Ctrl-C; SIGTERM (the driver stopping them) aborts
+    the running task, so its temporary files go, or exits an idle worker quietly."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def on_term(signum, frame):
+        if _IN_TASK["on"]:
+            request_stop(signum, frame)
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_term)
+
+
+def _pool_task(spec: RunSpec, rank: int) -> TaskStats:
+    _IN_TASK["on"] = True
+    try:
+        return run_task(spec, rank)
+    except KeyboardInterrupt:  # stopped by the driver; run_task has removed its temporaries
+        os._exit(128 + 15)  # the pool would report it and hand this worker the next task
+    finally:
+        _IN_TASK["on"] = False
 
 
 def _one_line(e: BaseException) -> str:
@@ -177,7 +253,7 @@ def merge(spec: RunSpec) -> dict:
     for r in range(spec.num_tasks):
         if not store.exists(marker_name(r)):
             continue
-        s = TaskStats.model_validate_json(store.read_text(marker_name(r)))
+        s, _ = read_marker(store, r)
         totals["sessions"] += s.sessions
         totals["rejects"] += s.rejects
         totals["audio_s"] += s.audio_s

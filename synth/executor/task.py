@@ -11,7 +11,8 @@ import time
 from dataclasses import dataclass
 
 from ..io.store import Store
-from ..io.shards import ShardWriter, remove_stale_temporaries
+from .stop import check_stop
+from ..io.shards import ShardWriter, file_proof, proof_problems, remove_stale_temporaries
 from ..banks.bank import Bank
 from ..schema.config import PipelineConfig
 from ..schema.record import Reject, TaskStats
@@ -80,10 +81,12 @@ def run_task(spec: RunSpec, rank: int) -> TaskStats:
         timer.add("plan", t0)
     try:
         for sid, seed in spec.session_ids(rank):
+            check_stop()
             try:
                 result = make_session(cfg, seed, cfg.seed, sid, planner, tts, timer, spec.bank, spec.plan_for(sid))
             except Exception as e:
                 raise RuntimeError(f"session {sid} ({seed.id}): {type(e).__name__}: {e}") from e
+            check_stop()
             if not isinstance(result, SessionOutput):
                 rejects.append(result)
                 continue
@@ -110,11 +113,39 @@ def run_task(spec: RunSpec, rank: int) -> TaskStats:
         **{k: dict(sorted(v.items())) for k, v in counts.items()},
         llm_usage=planner.usage() if hasattr(planner, "usage") else {},
     )
-    out.write_text(f"tasks/{rank:05d}.rejects.jsonl",
-                   "".join(json.dumps(r.model_dump(), sort_keys=True) + "\n" for r in rejects))
-    # the marker goes last: its presence means the shard files are final
-    out.write_text(marker_name(rank), json.dumps(stats.model_dump(), indent=1, sort_keys=True))
+    rejects_rel = f"tasks/{rank:05d}.rejects.jsonl"
+    out.write_text(rejects_rel, "".join(json.dumps(r.model_dump(), sort_keys=True) + "\n" for r in rejects))
+    files = {**writer.files, rejects_rel: file_proof(out, rejects_rel, len(rejects))}
+    # the marker goes last: its presence means the files it lists are final, and it proves them
+    out.write_text(marker_name(rank), json.dumps({**stats.model_dump(), "files": files}, indent=1, sort_keys=True))
     return stats
+
+
+def read_marker(store: Store, rank: int) -> tuple[TaskStats, dict[str, dict] | None]:
+    """A task's marker: its stats and the proof of its files (None for a marker from before proofs).
+
+    Raises ``ValueError`` for a marker that is not valid JSON or not a marker.
+    """
+    data = json.loads(store.read_text(marker_name(rank)))
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    files = data.pop("files", None)
+    return TaskStats.model_validate(data), files
+
+
+def marker_problems(store: Store, rank: int, deep: bool = True) -> list[str]:
+    """Why the marker of ``rank`` does not prove its task done (empty: it does)."""
+    try:
+        stats, files = read_marker(store, rank)
+    except (ValueError, UnicodeDecodeError) as e:
+        return [f"{marker_name(rank)}: damaged marker ({str(e).splitlines()[0][:120]})"]
+    if files is None:
+        return []
+    bad = proof_problems(store, files, deep)
+    shard_rows = {p["rows"] for rel, p in files.items() if rel.startswith("shards/")}
+    if shard_rows and shard_rows != {stats.sessions}:
+        bad.append(f"{marker_name(rank)}: {stats.sessions} sessions but shards of {sorted(shard_rows)}")
+    return bad
 
 
 def build_tts(cfg: PipelineConfig, check: bool = False):

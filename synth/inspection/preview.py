@@ -89,6 +89,18 @@ def _lane(ax, values: list[int], period_s: float, colours, names, t0: float, t1:
               bbox_to_anchor=(1.0, 0.5), fontsize=7, ncol=2, frameon=False)
 
 
+def window(duration_s: float, start_s: float | None, end_s: float | None) -> tuple[float, float]:
+    """The drawn span ``(t0, t1)``; a window that is empty or outside the session is a UserError."""
+    from ..errors import UserError
+
+    t0 = 0.0 if start_s is None else start_s
+    t1 = duration_s if end_s is None else end_s
+    if not (np.isfinite(t0) and np.isfinite(t1)) or t0 < 0 or t1 <= t0 or t0 >= duration_s:
+        raise UserError(f"--start/--end: the window {t0:g}-{t1:g} s is empty or outside the session "
+                        f"(0-{duration_s:.2f} s)")
+    return t0, min(t1, duration_s)
+
+
 def draw(session: Session, out_png: Path, kind: str = "wave", start_s: float | None = None,
          end_s: float | None = None) -> Path:
     """Write the picture of ``session`` to ``out_png`` (PNG, ``WIDTH_IN*DPI`` x ``HEIGHT_IN*DPI``)."""
@@ -97,10 +109,7 @@ def draw(session: Session, out_png: Path, kind: str = "wave", start_s: float | N
 
     rec = session.record
     sr = rec.sample_rate
-    t0 = max(0.0, start_s or 0.0)
-    t1 = min(rec.duration_s, end_s) if end_s else rec.duration_s
-    if t1 <= t0:
-        t0, t1 = 0.0, rec.duration_s
+    t0, t1 = window(rec.duration_s, start_s, end_s)
     user, _ = session.decode("user")
     system, _ = session.decode("system")
     fig = plt.figure(figsize=(WIDTH_IN, HEIGHT_IN), dpi=DPI)

@@ -41,7 +41,12 @@ class Session:
         import soundfile as sf
 
         data = self.user_flac if channel == "user" else self.system_flac
-        x, sr = sf.read(io.BytesIO(data), dtype="float32")
+        try:
+            x, sr = sf.read(io.BytesIO(data), dtype="float32")
+        except sf.LibsndfileError as e:
+            raise UserError(f"{self.shard}: session {self.record.session_id}: the {channel} audio is not "
+                            f"decodable FLAC ({e.error_string}); `synth validate` lists every damaged "
+                            "session") from None
         return x, sr
 
 
@@ -53,6 +58,18 @@ def record_from_row(row: dict[str, Any]) -> SessionRecord:
         if isinstance(d.get(key), str):
             d[key] = json.loads(d[key])
     return SessionRecord.model_validate(d)
+
+
+def _read_parquet(pf: Path):
+    """The table of one shard; a damaged shard is a :class:`UserError` naming it."""
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_table(pf)
+    except Exception as e:  # noqa: BLE001 - pyarrow raises several kinds for a damaged file
+        lines = str(e).strip().splitlines()
+        raise UserError(f"{pf}: damaged Parquet shard ({type(e).__name__}: {lines[0] if lines else ''}); "
+                        "`synth validate` lists every damaged file") from None
 
 
 @dataclass
@@ -68,9 +85,13 @@ class RunFolder:
         if not run_json.exists():
             raise UserError(f"{self.path}: not a run folder (no run.json)")
         try:
-            self.info = json.loads(run_json.read_text())
+            self.info = json.loads(run_json.read_text(encoding="utf-8"))
         except json.JSONDecodeError as e:
-            raise UserError(f"{run_json}: not valid JSON ({e.msg} at line {e.lineno})") from None
+            raise UserError(f"{run_json}: damaged run.json, not valid JSON ({e.msg} at line {e.lineno})") from None
+        except UnicodeDecodeError as e:
+            raise UserError(f"{run_json}: damaged run.json, not UTF-8 ({e.reason} at byte {e.start})") from None
+        if not isinstance(self.info, dict):
+            raise UserError(f"{run_json}: damaged run.json (not a JSON object)")
 
     @property
     def config(self) -> dict:
@@ -90,13 +111,12 @@ class RunFolder:
 
     def sessions(self, with_audio: bool = True) -> Iterator[Session]:
         """Every written session in shard order (from WebDataset when a run wrote no Parquet)."""
-        import pyarrow.parquet as pq
 
         if not self.parquet_files:
             yield from self._webdataset_sessions()
             return
         for pf in self.parquet_files:
-            table = pq.read_table(pf)
+            table = _read_parquet(pf)
             if not with_audio:
                 table = table.drop_columns([c for c in AUDIO_COLUMNS if c in table.column_names])
             for row in table.to_pylist():
@@ -109,10 +129,14 @@ class RunFolder:
 
         for tf in self.webdataset_files:
             parts: dict[str, dict[str, bytes]] = {}
-            with tarfile.open(tf) as tar:
-                for m in tar.getmembers():
-                    key, ext = m.name.split(".", 1)
-                    parts.setdefault(key, {})[ext] = tar.extractfile(m).read()
+            try:
+                with tarfile.open(tf) as tar:
+                    for m in tar.getmembers():
+                        key, ext = m.name.split(".", 1)
+                        parts.setdefault(key, {})[ext] = tar.extractfile(m).read()
+            except (tarfile.TarError, OSError, ValueError) as e:
+                raise UserError(f"{tf}: damaged WebDataset shard ({type(e).__name__}: {e}); "
+                                "`synth validate` lists every damaged file") from None
             for key, p in parts.items():
                 rec = record_from_row(json.loads(p["json"]))
                 yield Session(rec, p.get("user.flac", b""), p.get("system.flac", b""), tf.name)
@@ -123,14 +147,13 @@ class RunFolder:
 
     def session(self, session_id: str) -> Session:
         import pyarrow.compute as pc
-        import pyarrow.parquet as pq
 
         if not self.parquet_files:
             for s in self._webdataset_sessions():
                 if s.record.session_id == session_id:
                     return s
         for pf in self.parquet_files:
-            table = pq.read_table(pf)
+            table = _read_parquet(pf)
             hit = table.filter(pc.equal(table["session_id"], session_id))
             if hit.num_rows:
                 row = hit.slice(0, 1).to_pylist()[0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import tarfile
@@ -9,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..schema.common import CHANNEL_ORDER
+from .store import io_error
 
 _AUDIO = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
 _WORD = pa.struct([("word", pa.string()), ("lang", pa.string()), ("on_sample", pa.int64()), ("off_sample", pa.int64())])
@@ -85,8 +87,15 @@ class ShardWriter:
         self._pq = None
         self._tar = None
         self.count = 0
+        self.files: dict[str, dict] = {}  # after close: the proof of each shard, for the task marker
 
     def add(self, out) -> None:
+        try:
+            self._add(out)
+        except OSError as e:
+            raise io_error(e, self.store.path(next(iter(self.targets.values()), ""))) from None
+
+    def _add(self, out) -> None:
         if self.count == 0:
             for k, rel in self.targets.items():
                 self._streams[k], self._tmp[k] = self.store.open_temp(rel)
@@ -102,11 +111,16 @@ class ShardWriter:
         self.count += 1
 
     def close(self) -> None:
-        for closer in (self._pq, self._tar, *self._streams.values()):
-            if closer is not None:
-                closer.close()
-        for k, tmp in self._tmp.items():
-            self.store.commit(tmp, self.targets[k])
+        try:
+            for closer in (self._pq, self._tar, *self._streams.values()):
+                if closer is not None:
+                    closer.close()
+            for k, tmp in self._tmp.items():
+                self.store.commit(tmp, self.targets[k])
+        except OSError as e:
+            raise io_error(e, self.store.path(next(iter(self.targets.values()), ""))) from None
+        self.files = {rel: file_proof(self.store, rel, self.count) for k, rel in self.targets.items()
+                      if k in self._tmp}
 
     def abort(self) -> None:
         for closer in (self._pq, self._tar, *self._streams.values()):
@@ -117,6 +131,29 @@ class ShardWriter:
                     pass
         for tmp in self._tmp.values():
             self.store.delete(tmp)
+
+
+def file_proof(store, rel: str, rows: int) -> dict:
+    """What a completion marker records of one file: ``{bytes, sha256, rows}`` (rows: sessions)."""
+    data = store.read_bytes(rel)
+    return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(), "rows": rows}
+
+
+def proof_problems(store, files: dict[str, dict], deep: bool = True) -> list[str]:
+    """How the shards on disk differ from a marker's ``files`` (empty: the marker holds).
+
+    ``deep`` also compares sha256 (reads every byte); otherwise names and sizes only.
+    """
+    bad = []
+    for rel, proof in sorted(files.items()):
+        size = store.size(rel)
+        if size is None:
+            bad.append(f"{rel}: missing")
+        elif size != proof["bytes"]:
+            bad.append(f"{rel}: {size} bytes, the marker says {proof['bytes']}")
+        elif deep and hashlib.sha256(store.read_bytes(rel)).hexdigest() != proof["sha256"]:
+            bad.append(f"{rel}: sha256 differs from the marker (damaged)")
+    return bad
 
 
 def remove_stale_temporaries(store, name: str) -> None:

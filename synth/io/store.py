@@ -13,6 +13,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import posixpath
+import re
 from pathlib import Path
 
 import pyarrow.fs as pafs
@@ -52,6 +53,11 @@ class Store:
         with self.fs.open_input_stream(self.path(rel)) as f:
             return f.read()
 
+    def size(self, rel: str) -> int | None:
+        """Bytes in ``rel``, or None if it is not there."""
+        info = self.fs.get_file_info(self.path(rel))
+        return None if info.type == pafs.FileType.NotFound else info.size
+
     def read_text(self, rel: str) -> str:
         return self.read_bytes(rel).decode("utf-8")
 
@@ -77,13 +83,21 @@ class Store:
             self.fs.move(self.path(tmp), self.path(rel))
 
     def write_bytes(self, rel: str, data: bytes) -> None:
-        stream, tmp = self.open_temp(rel)
+        try:
+            stream, tmp = self.open_temp(rel)
+        except OSError as e:
+            raise io_error(e, self.path(rel)) from None
         try:
             with stream:
                 stream.write(data)
             self.commit(tmp, rel)
+        except OSError as e:
+            raise io_error(e, self.path(rel)) from None
         finally:
-            self.delete(tmp)
+            try:
+                self.delete(tmp)
+            except OSError:  # best effort: the first error is the one to report
+                pass
 
     def write_text(self, rel: str, text: str) -> None:
         self.write_bytes(rel, text.encode("utf-8"))
@@ -102,3 +116,18 @@ class Store:
                     hidden or not name.startswith(".")):
                 out.append(posixpath.join(rel_dir, name))
         return sorted(out)
+
+
+def io_error(e: OSError, path: str) -> OSError:
+    """``e`` as an OSError naming ``path``: pyarrow's write errors name no file, and the user must
+    learn which folder is full or read-only."""
+    if getattr(e, "filename", None):
+        return e
+    code = e.errno
+    if code is None:
+        m = re.search(r"\[errno (\d+)\]", str(e), re.IGNORECASE)
+        code = int(m.group(1)) if m else None
+    if code is not None:
+        return OSError(code, os.strerror(code), path)
+    lines = str(e).splitlines()
+    return OSError(f"{path}: {lines[0] if lines else type(e).__name__}")

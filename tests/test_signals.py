@@ -1,0 +1,50 @@
+"""SIGTERM and SIGINT to the driver: workers stopped, no process left behind, a resume gives the same bytes."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.test_damaged import digest, make_run, pipeline
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def processes_with(token: str) -> list[int]:
+    me, found = os.getpid(), []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit() and int(d.name) != me:
+            try:
+                if f"DS_SIGNAL_TEST={token}".encode() in (d / "environ").read_bytes():
+                    found.append(int(d.name))
+            except OSError:
+                pass
+    return found
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_stops_workers_and_resume_gives_the_same_bytes(sig, tmp_path):
+    ref = make_run(tmp_path / "ref", sessions=3)
+    out = tmp_path / "out"
+    token = uuid.uuid4().hex
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DS_SIGNAL_TEST": token}
+    p = subprocess.Popen([sys.executable, "-m", "synth.cli", "run", str(pipeline(tmp_path, 3)), "--out", str(out),
+                          "--workers", "2"], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+    while not list((out / "tasks").glob("*.done.json")) and p.poll() is None:
+        time.sleep(0.1)
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=120)
+    if p.returncode == 0:
+        pytest.skip("the run finished before the signal arrived")
+    assert p.returncode == 130 and "Traceback" not in err and "interrupted" in err, err[-3000:]
+    assert processes_with(token) == []
+    assert not [f for f in (out / "shards").rglob(".*")]  # no temporaries left
+    r = subprocess.run([sys.executable, "-m", "synth.cli", "run", str(pipeline(tmp_path, 3)), "--out", str(out),
+                        "--workers", "1"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert digest(out) == digest(ref)
