@@ -211,16 +211,14 @@ def plan(path: Path = typer.Argument(..., help="A scenario seed or pipeline YAML
 
     Rejected sessions are reported on stderr, one line each, and make the exit code 1.
     """
-    import yaml
-
     from .backends.planner import make_planner
     from .errors import SessionReject
-    from .io.config_files import load_pipeline, load_seed, load_seeds
+    from .io.config_files import load_pipeline, load_seed, load_seeds, load_yaml_mapping
     from .rng import stream
     from .schema.config import PlannerConfig
 
-    data = yaml.safe_load(path.read_text()) if path.exists() else None
-    if isinstance(data, dict) and "seeds" in data:
+    data = load_yaml_mapping(path)  # the loader `run` uses: one line for any unreadable file
+    if "seeds" in data:
         cfg = load_pipeline(path)
         seeds, name, run_seed, pcfg = load_seeds(cfg, path), cfg.name, cfg.seed if seed == 0 else seed, cfg.planner
     else:

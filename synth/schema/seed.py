@@ -5,9 +5,13 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 
 from .common import Language, Model, Slug
-from .dist import Distribution, Fixed
+from .dist import Fixed, bounded
 from .phenomena import resolve_rates, unknown_name
 from .scene import AcousticEnvironment
+
+
+MAX_EXCHANGES = 40
+"""Most user-system exchanges a session may have (a plan grows with it: this bounds a session)."""
 
 
 class Persona(Model):
@@ -36,7 +40,7 @@ class ScenarioSeed(Model):
     description: str = ""
     personas: Personas
     goals: list[str] = Field(min_length=1)
-    exchanges: Distribution = Fixed(value=5)
+    exchanges: bounded(1, MAX_EXCHANGES, integer=True) = Fixed(value=5)
     phenomena: dict[str, float] = Field(default_factory=dict, description="rates by phenomenon id or family name")
     tools: list[Tool] = Field(default_factory=list)
     environment: AcousticEnvironment = AcousticEnvironment()
