@@ -174,6 +174,7 @@ def make_session(config: PipelineConfig, seed: ScenarioSeed, run_seed: int, sess
         problems += qa.check_vad_in_events(tl, labels.sys_vad, ("system",), period, "sys_vad")
         problems += qa.check_vad_in_events(tl, labels.usr_vad, ("user",), period, "usr_vad")
         problems += qa.check_peaks({"user_side": user_pcm / 32768.0, "system": sys_pcm / 32768.0})
+        problems = qa.check_silent({"user_side": user_pcm / 32768.0, "system": sys_pcm / 32768.0}) + problems
         if problems:
             raise SessionReject("qa", problems[0].split(":")[0], "; ".join(problems[:5]))
         hits = [PhenomenonHit(id=p, family=family_of(p), event_id=e.id) for e in tl.events for p in e.phenomena]
