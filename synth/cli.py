@@ -84,10 +84,18 @@ def _spec(pipeline: Path, out: Optional[str], sessions: Optional[int], seed: Opt
     _check_endpoint(cfg.planner)
     from .executor.task import build_tts
 
-    build_tts(cfg, check=True)  # an engine that cannot load stops here, with one line, before any work
+    try:
+        build_tts(cfg, check=True)  # an engine that cannot load stops here, with one line, before any work
+    except UserError as e:
+        raise UserError(str(e) if str(e).startswith(str(pipeline)) else f"{pipeline}: {e}") from None
     seeds = [s for _, s in pairs]
     out_dir = out or cfg.output.dir.format(name=cfg.name)
-    return RunSpec(config=cfg, seeds=tuple(seeds), out_dir=str(out_dir), bank=_bank(cfg, pipeline))
+    bank = _bank(cfg, pipeline)
+    if cfg.acoustics.noise:
+        from .banks.bank import check_categories
+
+        check_categories(bank, pairs)
+    return RunSpec(config=cfg, seeds=tuple(seeds), out_dir=str(out_dir), bank=bank)
 
 
 def _bank(cfg, pipeline: Path):
