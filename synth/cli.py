@@ -54,6 +54,10 @@ def _planner_config(current, planner: Optional[str], base_url: Optional[str], mo
 
 def _check_endpoint(cfg) -> None:
     """Once per command, after the cheap checks: an unreachable LLM endpoint is one error line."""
+    if cfg.kind == "llm":
+        from .backends.llm.client import check_cache_dir, default_cache_dir
+
+        check_cache_dir(Path(cfg.llm.cache_dir) if cfg.llm.cache_dir else default_cache_dir())
     if cfg.kind == "llm" and cfg.llm.check_endpoint:
         from .backends.llm import check_endpoint
 
