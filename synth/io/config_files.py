@@ -88,7 +88,8 @@ def load_yaml_mapping(path: Path | str):
     except OSError as e:
         raise UserError(f"{path}: cannot read: {e.strerror or e}") from None
     if b"\x00" in raw:
-        raise UserError(f"{path}: (top level): not a YAML text file (it holds NUL bytes)")
+        nul = raw.index(0)
+        raise UserError(f"{path}: byte {nul}: not a YAML text file (got a NUL byte)")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
