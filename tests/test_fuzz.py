@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from synth import cli
@@ -56,6 +56,16 @@ def _paths(node, prefix=()):
 SEED_PATHS = sorted(_paths(BASE_SEED), key=repr)
 PIPELINE_PATHS = sorted(_paths(BASE_PIPELINE), key=repr)
 
+
+def _leaf(tree, path):
+    for k in path:
+        tree = tree[k]
+    return tree
+
+
+NUMERIC_PIPELINE_PATHS = [p for p in PIPELINE_PATHS if isinstance(_leaf(BASE_PIPELINE, p), (int, float))
+                          and not isinstance(_leaf(BASE_PIPELINE, p), bool)]
+
 VALUES = st.one_of(
     st.sampled_from([float("nan"), float("inf"), float("-inf"), 1e9, -1e9, 10**30, -1, 0, 2.5, -0.5, True, None,
                      "", "nosuch_id", "1e9", [], {}, ["nosuch_id"], {"dist": "fixed", "value": -3},
@@ -66,13 +76,18 @@ VALUES = st.one_of(
 )
 
 
+HOSTILE = ("replace", "replace", "negate", "delete", "unknown_key", "scale")
+TEXT_TAILS = ("", "", "", "dup", "bytes", "nul", "tab")
+
+
 @st.composite
-def mutated(draw, base: dict, paths: list[tuple], top_keys: list[str]):
-    """(bytes of a YAML file, what was done): one to three mutations of ``base``."""
+def mutated(draw, base: dict, paths: list[tuple], top_keys: list[str], kinds=HOSTILE, tails=TEXT_TAILS,
+            most: int = 3):
+    """(bytes of a YAML file, what was done): one to ``most`` mutations of ``base``."""
     data = copy.deepcopy(base)
     done = []
-    for _ in range(draw(st.integers(1, 3))):
-        kind = draw(st.sampled_from(["replace", "replace", "negate", "delete", "unknown_key"]))
+    for _ in range(draw(st.integers(1, most))):
+        kind = draw(st.sampled_from(kinds))
         path = draw(st.sampled_from(paths))
         parent = data
         try:
@@ -83,6 +98,9 @@ def mutated(draw, base: dict, paths: list[tuple], top_keys: list[str]):
             continue
         if kind == "negate" and isinstance(old, (int, float)) and not isinstance(old, bool):
             parent[path[-1]] = -old if old else -1
+        elif kind == "scale" and isinstance(old, (int, float)) and not isinstance(old, bool):
+            factor = draw(st.sampled_from([0.5, 1.5, 2, 3]))
+            parent[path[-1]] = type(old)(old * factor) if isinstance(old, float) else int(old * factor)
         elif kind == "delete" and isinstance(parent, dict):
             del parent[path[-1]]
         elif kind == "unknown_key" and isinstance(old, dict):
@@ -91,7 +109,7 @@ def mutated(draw, base: dict, paths: list[tuple], top_keys: list[str]):
             parent[path[-1]] = draw(VALUES)
         done.append((kind, path))
     text = yaml.safe_dump(data, allow_unicode=True, sort_keys=False).encode("utf-8")
-    tail = draw(st.sampled_from(["", "", "", "dup", "bytes", "nul", "tab"]))
+    tail = draw(st.sampled_from(tails))
     if tail == "dup":
         key = draw(st.sampled_from(top_keys))
         text += f"{key}: {json.dumps(data.get(key, 1), ensure_ascii=False)}\n".encode("utf-8")
@@ -128,6 +146,8 @@ def run_cli(capsys, *args) -> tuple[int, str, str]:
         signal.signal(signal.SIGALRM, old)
         sys.argv = argv
     out, err = capsys.readouterr()
+    if os.environ.get("FUZZ_TRACE"):  # how the examples end: FUZZ_TRACE=1 pytest -s tests/test_fuzz.py
+        sys.__stderr__.write(f"fuzz {args[0]} rc={rc} {err.strip().splitlines()[-1][:150] if err.strip() else ''}\n")
     return rc, out, err
 
 
@@ -222,8 +242,10 @@ def check_run(out_dir: Path, capsys, pipe: dict) -> None:
             assert lo - 1 <= 1000 * (done_s[0] - run_s[0]) / rec.sample_rate <= hi + 1
 
 
-@settings(FUZZ, max_examples=6)
-@given(case=mutated(BASE_PIPELINE, PIPELINE_PATHS, ["name", "sessions", "timing"]))
+@settings(FUZZ, max_examples=8)
+@given(case=mutated(BASE_PIPELINE, NUMERIC_PIPELINE_PATHS, ["name", "sessions", "timing"],
+                    kinds=("scale", "scale", "negate", "replace"), tails=("", "", "", "", "dup"), most=1))
+@example(case=(yaml.safe_dump(BASE_PIPELINE).encode(), []))  # the unmutated base writes a session
 def test_run_of_mutated_pipelines(capsys, case):
     text, done = case
     with tempfile.TemporaryDirectory() as tmp:
