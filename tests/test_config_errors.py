@@ -328,3 +328,14 @@ def test_unwritable_llm_cache_dir_found_before_the_run(capsys, tmp_path):
                    "--llm-model", "m", "--llm-cache-dir", blocker / "cache")
     assert "cache_dir" in line and str(blocker) in line
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("tts, field", [
+    ({"engine": "piper", "models": {"en": "/nope/x.onnx"}}, "tts.models.en"),
+    ({"engine": "coqui", "model_path": "/nope/folder"}, "tts.model_path"),
+    ({"engine": "kokoro", "voices_path": "/nope/v.bin"}, "tts.voices_path"),
+])
+def test_engine_file_errors_name_the_pipeline(capsys, tmp_path, tts, field):
+    path = pipeline_file(tmp_path, {"tts": tts})
+    line = refused(capsys, "run", path, "--out", tmp_path / "out")
+    assert line.startswith(f"error: {path}: {field}:") and "/nope/" in line
