@@ -55,6 +55,10 @@ def _planner_config(current, planner: Optional[str], base_url: Optional[str], mo
 
 def _check_endpoint(cfg) -> None:
     """Once per command, after the cheap checks: an unreachable LLM endpoint is one error line."""
+    if cfg.kind == "llm":
+        from .backends.llm.client import check_cache_dir, default_cache_dir
+
+        check_cache_dir(Path(cfg.llm.cache_dir) if cfg.llm.cache_dir else default_cache_dir())
     if cfg.kind == "llm" and cfg.llm.check_endpoint:
         from .backends.llm import check_endpoint
 
@@ -85,10 +89,18 @@ def _spec(pipeline: Path, out: Optional[str], sessions: Optional[int], seed: Opt
     _check_endpoint(cfg.planner)
     from .executor.task import build_tts
 
-    build_tts(cfg, check=True)  # an engine that cannot load stops here, with one line, before any work
+    try:
+        build_tts(cfg, check=True)  # an engine that cannot load stops here, with one line, before any work
+    except UserError as e:
+        raise UserError(str(e) if str(e).startswith(str(pipeline)) else f"{pipeline}: {e}") from None
     seeds = [s for _, s in pairs]
     out_dir = out or cfg.output.dir.format(name=cfg.name)
-    return RunSpec(config=cfg, seeds=tuple(seeds), out_dir=str(out_dir), bank=_bank(cfg, pipeline))
+    bank = _bank(cfg, pipeline)
+    if cfg.acoustics.noise:
+        from .banks.bank import check_categories
+
+        check_categories(bank, pairs)
+    return RunSpec(config=cfg, seeds=tuple(seeds), out_dir=str(out_dir), bank=bank)
 
 
 def _bank(cfg, pipeline: Path):
@@ -247,17 +259,15 @@ def plan(path: Path = typer.Argument(..., help="A scenario seed or pipeline YAML
 
     Rejected sessions are reported on stderr, one line each, and make the exit code 1.
     """
-    import yaml
-
     from .backends.planner import make_planner
     from .errors import SessionReject
-    from .io.config_files import load_pipeline, load_seed, load_seeds
+    from .io.config_files import load_pipeline, load_seed, load_seeds, load_yaml_mapping
     from .rng import stream
     from .schema.config import PipelineConfig, PlannerConfig
     from .session import decorated_plan
 
-    data = yaml.safe_load(path.read_text()) if path.exists() else None
-    if isinstance(data, dict) and "seeds" in data:
+    data = load_yaml_mapping(path)  # the loader `run` uses: one line for any unreadable file
+    if "seeds" in data:
         cfg = load_pipeline(path)
         seeds, name, run_seed, pcfg = load_seeds(cfg, path), cfg.name, cfg.seed if seed == 0 else seed, cfg.planner
     else:

@@ -229,5 +229,6 @@ def _check(config: PipelineConfig, tl, labels, user_pcm, sys_pcm, stem_pcm) -> N
     problems += qa.check_vad_in_events(tl, labels.sys_vad, ("system",), period, "sys_vad")
     problems += qa.check_vad_in_events(tl, labels.usr_vad, ("user",), period, "usr_vad")
     problems += qa.check_peaks({"user_side": user_pcm / 32768.0, "system": sys_pcm / 32768.0})
+    problems = qa.check_silent({"user_side": user_pcm / 32768.0, "system": sys_pcm / 32768.0}) + problems
     if problems:
         raise SessionReject("qa", problems[0].split(":")[0], "; ".join(problems[:5]))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import re
 
-from .schema.plan import PlannedWord, join_words
+from .schema.plan import PlannedWord, join_words, strip_unspeakable
 
 __all__ = ["tokenize", "join_words", "word_count", "CJK"]
 
@@ -24,7 +24,7 @@ def tokenize(text: str) -> list[PlannedWord]:
 
     jieba.setLogLevel(logging.WARNING)
     words: list[PlannedWord] = []
-    for part in CJK.split(text):
+    for part in CJK.split(strip_unspeakable(text)):  # emoji and control characters are not said
         if not part.strip():
             continue
         if CJK.fullmatch(part):

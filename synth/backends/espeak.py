@@ -64,6 +64,14 @@ def _private_copy(path: str) -> str:
     return _COPY[path]
 
 
+def known_variants() -> set[str]:
+    """Variant names of the packaged eSpeak NG data (files of ``voices/!v``)."""
+    import espeakng_loader
+
+    folder = os.path.join(espeakng_loader.get_data_path(), "voices", "!v")
+    return {name for name in os.listdir(folder) if os.path.isfile(os.path.join(folder, name))}
+
+
 class _Library:
     """One load of libespeak-ng, used for exactly one synthesis and then unloaded.
 
@@ -174,6 +182,11 @@ class EspeakTTS:
         self.trim_rel_db = trim_rel_db
 
     def check_voices(self, variants: list[str]) -> None:
+        known = known_variants()
+        bad = [v for v in variants if v not in known]
+        if bad:  # eSpeak NG silently speaks the base voice for an unknown variant
+            shown = ", ".join(sorted(known, key=str.lower)[:60])
+            raise UserError(f"tts.variants: eSpeak NG has no variant {bad[0]!r} (known: {shown})")
         probe = Voice(variant="", rate_wpm=170, pitch=50, pitch_range=50)
         for lang, base in self.voices.items():
             for v in [""] + list(variants):

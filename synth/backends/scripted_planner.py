@@ -67,7 +67,10 @@ class ScriptedPlanner:
         for pid, rate in seed.rates.items():
             if rate > 0 and pid not in SUPPORTED:
                 raise UserError(f"{where}phenomena.{pid}: not realised by the scripted planner (got rate {rate})")
-        blk = block(seed.domain, seed.language)
+        try:
+            blk = block(seed.domain, seed.language)
+        except UserError as e:
+            raise UserError(f"{where}{e}") from None
         if seed.rates.get("delegate_with_ack", 0) > 0 and not _tasks(blk.frames, seed):
             tools = [t.name for t in seed.tools]
             raise UserError(f"{where}tools: no tool of the catalogue has delegations in the content of domain "

@@ -116,28 +116,62 @@ def load_bank(folders: list[Path]) -> Bank:
     files, skipped = [], []
     h = hashlib.blake2b(digest_size=16)
     for folder in folders:
+        root = folder.resolve()
         for entry in read_manifest(folder):
             file = (folder / entry.path).resolve()
-            reason = None
-            if file.suffix.lower() not in AUDIO_SUFFIXES:
-                reason = f"unsupported file type {file.suffix!r}"
-            elif not file.is_file():
-                reason = "missing"
-            else:
-                try:
-                    info = sf.info(str(file))
-                    if info.frames <= 0:
-                        reason = "no audio frames"
-                except Exception as e:  # noqa: BLE001 - libsndfile raises several kinds
-                    reason = f"unreadable ({str(e).splitlines()[0][:120]})"
+            if not file.is_relative_to(root):
+                raise UserError(f"{folder / MANIFEST}: path: points outside the bank folder (got {entry.path!r})")
+            reason = _unreadable(file, sf)
             if reason:
-                log.warning("bank: skipping %s: %s", file, reason)
+                log.debug("bank: skipping %s: %s", file, reason)  # the caller reports each skipped file once
                 skipped.append((str(file), reason))
                 continue
             files.append(BankFile(entry, str(file), folder.name))
             h.update(entry.model_dump_json().encode())
             h.update(str(file.stat().st_size).encode())
+    if skipped and not files:
+        raise UserError(f"{folders[0]}: no readable audio file in the bank ({len(skipped)} unreadable; "
+                        f"first: {skipped[0][0]}: {skipped[0][1]})")
     return Bank(tuple(files), tuple(skipped), h.hexdigest())
+
+
+def _unreadable(file: Path, sf) -> str | None:
+    """Why a bank file cannot be used, or None. The end of the file is decoded too: a truncated
+    FLAC has a good header and fails only there."""
+    if file.suffix.lower() not in AUDIO_SUFFIXES:
+        return f"unsupported file type {file.suffix!r}"
+    if not file.is_file():
+        return "missing"
+    try:
+        with sf.SoundFile(str(file)) as f:
+            if f.frames <= 0:
+                return "no audio frames"
+            f.seek(max(0, f.frames - 4096))
+            tail = f.read(4096, dtype="float32")
+            if len(tail) < min(4096, f.frames):
+                return f"truncated ({len(tail)} of the last {min(4096, f.frames)} frames decode)"
+            if not np.all(np.isfinite(tail)):
+                return "non-finite samples"
+    except Exception as e:  # noqa: BLE001 - libsndfile raises several kinds
+        return f"unreadable ({str(e).splitlines()[0][:120]})"
+    return None
+
+
+def check_categories(bank: Bank | None, seeds) -> None:
+    """Every noise category a seed asks for is in some bank (else its sessions get no noise).
+
+    ``seeds`` are ``(path, ScenarioSeed)`` pairs."""
+    if bank is None:  # no banks configured (``banks: []``): a run without noise, by choice
+        return
+    have = bank.categories()
+    for path, seed in seeds:
+        env = seed.environment
+        events = env.noise_events if env.noise_event_prob > 0 else []
+        for field, cats in (("noise_beds", env.noise_beds), ("noise_events", events)):
+            missing = [c for c in cats if c not in have]
+            if missing:
+                raise UserError(f"{path}: environment.{field}: no bank has the category {missing[0]!r} "
+                                f"(banks have: {', '.join(have)})")
 
 
 _CLIPS: OrderedDict = OrderedDict()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import math
 from pathlib import Path
 from typing import TypeVar
 
@@ -32,7 +33,9 @@ def validation_message(path: Path | str, err: ValidationError) -> str:
     loc = tuple(p for p in first["loc"] if not (isinstance(p, str) and p in _UNION_TAGS))
     msg = first["msg"].removeprefix("Value error, ")
     value = first.get("input")
-    shown = repr(value) if not isinstance(value, dict) else "a mapping"
+    shown = repr(value)
+    if isinstance(value, dict) and len(shown) > 120:
+        shown = "a mapping"
     more = len(err.errors()) - 1
     tail = f" [+{more} more]" if more > 0 else ""
     return f"{path}: {_format_loc(loc)}: {msg} (got {shown}){tail}"
@@ -42,20 +45,72 @@ def validation_message(path: Path | str, err: ValidationError) -> str:
 _UNION_TAGS = {"fixed", "uniform", "normal", "lognormal", "gamma", "int_uniform"}
 
 
-def load_yaml_model(path: Path | str, model: type[M]) -> M:
+class _StrictLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key given twice in one mapping (PyYAML keeps the last)."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False):
+    seen: set = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            dup = key in seen
+            seen.add(key)
+        except TypeError:  # an unhashable key: the constructor below says so
+            continue
+        if dup:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key {key!r} is given twice", key_node.start_mark)
+    return yaml.SafeLoader.construct_mapping(loader, node, deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _non_finite(data, loc: tuple = ()) -> tuple[tuple, float] | None:
+    """The first NaN or infinite number in parsed YAML, with where it is."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return loc, data
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for k, v in items:
+        found = _non_finite(v, (*loc, k))
+        if found is not None:
+            return found
+    return None
+
+
+def load_yaml_mapping(path: Path | str):
+    """The parsed mapping of a YAML file; anything unreadable, not YAML, not a mapping, with a
+    duplicate key or a non-finite number is a ``UserError`` naming the file (and line or field)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as e:
-        raise UserError(f"{path}: cannot read: {e.strerror}") from None
+        raise UserError(f"{path}: cannot read: {e.strerror or e}") from None
+    if b"\x00" in raw:
+        nul = raw.index(0)
+        raise UserError(f"{path}: byte {nul}: not a YAML text file (got a NUL byte)")
     try:
-        data = yaml.safe_load(text)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError(f"{path}: byte {e.start}: not UTF-8 text (got {raw[e.start:e.start + 1]!r})") from None
+    try:
+        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else "?"
-        raise UserError(f"{path}: {where}: not valid YAML ({getattr(e, 'problem', e)})") from None
+        problem = " ".join(str(getattr(e, "problem", None) or e).split())
+        raise UserError(f"{path}: {where}: not valid YAML ({problem})") from None
     if not isinstance(data, dict):
         raise UserError(f"{path}: (top level): expected a mapping (got {type(data).__name__})")
+    bad = _non_finite(data)
+    if bad is not None:
+        raise UserError(f"{path}: {_format_loc(bad[0])}: must be a finite number (got {bad[1]!r})")
+    return data
+
+
+def load_yaml_model(path: Path | str, model: type[M]) -> M:
+    data = load_yaml_mapping(path)
     try:
         return model.model_validate(data)
     except ValidationError as e:

@@ -31,6 +31,7 @@ CHANNEL_ORDER = ("user", "system")
 
 
 class Model(BaseModel):
-    """Frozen, strict record: unknown fields are errors, instances are values."""
+    """Frozen, strict record: unknown fields are errors, instances are values; NaN and infinities
+    are refused in every float field."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)

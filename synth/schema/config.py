@@ -10,34 +10,37 @@ from typing import Annotated, Literal, Union
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from .common import Model, Slug
-from .dist import Distribution, Fixed, Gamma, LogNormal, Normal, Uniform
+from .dist import Distribution, Fixed, Gamma, LogNormal, Normal, Uniform, bounded
+
+NonNegative = bounded(0)
+Positive = bounded(positive=True)
 from .scene import BankRef, EchoLaw
 
 
 class TimingLaws(Model):
     system_gap_ms: Distribution = Gamma(k=3, theta=100)
     system_early_start_prob: float = Field(default=0.08, ge=0, le=1)
-    system_early_start_ms: Distribution = Uniform(a=0, b=200)
+    system_early_start_ms: NonNegative = Uniform(a=0, b=200)
     user_gap_ms: Distribution = Normal(mean=200, std=450, low=-800, high=2500)
-    dispreferred_extra_ms: Distribution = LogNormal(median=500, sigma=0.5)
-    within_turn_pause_ms: Distribution = LogNormal(median=450, sigma=0.55, low=180, high=2000)
-    hesitation_pause_ms: Distribution = LogNormal(median=700, sigma=0.6, low=300, high=3000)
-    long_pause_ms: Distribution = LogNormal(median=1200, sigma=0.5, low=800, high=4000)
+    dispreferred_extra_ms: NonNegative = LogNormal(median=500, sigma=0.5)
+    within_turn_pause_ms: NonNegative = LogNormal(median=450, sigma=0.55, low=180, high=2000)
+    hesitation_pause_ms: NonNegative = LogNormal(median=700, sigma=0.6, low=300, high=3000)
+    long_pause_ms: NonNegative = LogNormal(median=1200, sigma=0.5, low=800, high=4000)
     backchannel_onset_ms: Distribution = Normal(mean=150, std=200, low=-400, high=700)
-    backchannel_min_speech_ms: float = 700
+    backchannel_min_speech_ms: float = Field(default=700, ge=0)
     interrupt_onset_ms: Distribution = Normal(mean=0, std=60, low=-150, high=150)
-    stop_latency_ms: Distribution = LogNormal(median=350, sigma=0.4, low=120, high=1200)
-    cut_fade_ms: Distribution = Uniform(a=20, b=40)
-    ack_delay_ms: Distribution = Uniform(a=0, b=400)
+    stop_latency_ms: NonNegative = LogNormal(median=350, sigma=0.4, low=120, high=1200)
+    cut_fade_ms: NonNegative = Uniform(a=20, b=40)
+    ack_delay_ms: NonNegative = Uniform(a=0, b=400)
     delegate_span_ms: float = Field(default=60, gt=0)
-    tool_latency_ms: Distribution = LogNormal(median=3000, sigma=0.8, low=500, high=60000)
-    gate_base_ms: float = 800
-    gate_min_ms: float = 250
-    gate_slope: float = 0.05
-    result_ttl_ms: float = 60000
+    tool_latency_ms: NonNegative = LogNormal(median=3000, sigma=0.8, low=500, high=60000)
+    gate_base_ms: float = Field(default=800, ge=0)
+    gate_min_ms: float = Field(default=250, ge=0)
+    gate_slope: float = Field(default=0.05, ge=0)
+    result_ttl_ms: float = Field(default=60000, gt=0)
     zh_gap_offset_ms: float = 0
-    lead_in_ms: Distribution = Uniform(a=300, b=900)
-    tail_ms: Distribution = Uniform(a=400, b=1000)
+    lead_in_ms: NonNegative = Uniform(a=300, b=900)
+    tail_ms: NonNegative = Uniform(a=400, b=1000)
 
 
 class EspeakConfig(Model):
@@ -48,9 +51,9 @@ class EspeakConfig(Model):
     variants: list[str] = Field(
         default=["m1", "m2", "m3", "m4", "m5", "m6", "m7", "f1", "f4"], min_length=1
     )
-    rate_wpm: Distribution = Uniform(a=150, b=190)
-    pitch: Distribution = Uniform(a=30, b=70)
-    pitch_range: Distribution = Uniform(a=40, b=80)
+    rate_wpm: bounded(80, 450) = Uniform(a=150, b=190)
+    pitch: bounded(0, 99) = Uniform(a=30, b=70)
+    pitch_range: bounded(0, 99) = Uniform(a=40, b=80)
 
 
     @field_validator("variants")
@@ -70,7 +73,7 @@ class _NeuralVoices(Model):
     """Fields every neural engine shares. ``rate_wpm / 170`` is the speed; pitch is the model's."""
 
     cache_dir: str | None = Field(default=None, description="synthesis cache folder (off when unset)")
-    rate_wpm: Distribution = Uniform(a=155, b=185)
+    rate_wpm: Positive = Uniform(a=155, b=185)
     pitch: Distribution = Fixed(value=0)
     pitch_range: Distribution = Fixed(value=0)
     threads: int = Field(default=1, ge=1, description="onnxruntime / torch threads per worker")
@@ -209,29 +212,49 @@ class ParalinguisticsConfig(Model):
     A seed that gives one of these phenomena the rate 0 switches it off for its sessions.
     """
 
-    filler_per_100_words: dict[Literal["en", "zh"], Distribution] = {
+    filler_per_100_words: dict[Literal["en", "zh"], NonNegative] = {
         "en": Uniform(a=1.5, b=3.0), "zh": Fixed(value=1.1)}
     fillers: dict[Literal["en", "zh"], dict[str, float]] = {
         "en": {"um": 0.55, "uh": 0.45},
         "zh": {"那个": 0.42, "呃": 0.24, "这个": 0.20, "嗯": 0.14},
     }
     filler_at_turn_start: float = Field(default=0.4, ge=0, le=1)
-    laughter_per_min: Distribution = Uniform(a=0.5, b=2.0)
-    laughter_ms: Distribution = LogNormal(median=800, sigma=0.5, low=250, high=4000)
+    laughter_per_min: NonNegative = Uniform(a=0.5, b=2.0)
+    laughter_ms: Positive = LogNormal(median=800, sigma=0.5, low=250, high=4000)
     breath_per_turn: float = Field(default=0.12, ge=0, le=1)
     sigh_per_turn: float = Field(default=0.03, ge=0, le=1)
-    cough_per_min: Distribution = Uniform(a=0.0, b=0.4)
+    cough_per_min: NonNegative = Uniform(a=0.0, b=0.4)
     thinking_sound_per_turn: float = Field(default=0.04, ge=0, le=1)
     false_start_per_turn: float = Field(default=0.05, ge=0, le=1)
     repetition_per_turn: float = Field(default=0.04, ge=0, le=1)
     prolongation_per_turn: float = Field(default=0.05, ge=0, le=1)
-    prolongation_ms: Distribution = Uniform(a=250, b=700)
+    prolongation_ms: Positive = Uniform(a=250, b=700)
     self_repair_per_turn: float = Field(default=0.03, ge=0, le=1)
     media_per_session: float = Field(default=0.3, ge=0, le=1, description="chance of TV/radio speech")
-    media_s: Distribution = Uniform(a=3.0, b=9.0)
+    media_s: Positive = Uniform(a=3.0, b=9.0)
     levels_db: dict[str, float] = Field(
         default={"laughter": -2.0, "breath": -16.0, "sigh": -10.0, "cough": -1.0, "throat_clear": -4.0},
         description="level of each sound relative to the speaker's speech level")
+
+    @field_validator("fillers")
+    @classmethod
+    def _filler_tables(cls, v: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        for lang, table in v.items():
+            bad = next(((w, p) for w, p in table.items() if p < 0 or not w.strip()), None)
+            if bad is not None:
+                raise ValueError(f"{lang}: filler {bad[0]!r} needs a non-empty word and a weight >= 0 (got {bad[1]})")
+            if sum(table.values()) <= 0:
+                raise ValueError(f"{lang}: the filler table needs at least one filler with a weight > 0")
+        return v
+
+    @model_validator(mode="after")
+    def _both_languages(self):
+        for name in ("filler_per_100_words", "fillers"):
+            missing = [lang for lang in ("en", "zh") if lang not in getattr(self, name)]
+            if missing:
+                raise ValueError(f"{name}: needs an entry for {missing[0]!r} (a rate of 0 in filler_per_100_words "
+                                 "switches fillers off)")
+        return self
 
 
 class LLMConfig(Model):

@@ -29,6 +29,16 @@ class _Bounded(Model):
             raise ValueError(f"low ({self.low}) must not exceed high ({self.high})")
         return self
 
+    def _raw_support(self) -> tuple[float, float]:
+        return -math.inf, math.inf
+
+    def support(self) -> tuple[float, float]:
+        """The smallest and largest value a draw can take (bounds applied)."""
+        raw_lo, raw_hi = self._raw_support()
+        lo = -math.inf if self.low is None else self.low
+        hi = math.inf if self.high is None else self.high
+        return min(max(raw_lo, lo), hi), max(min(raw_hi, hi), lo)
+
     def sample(self, rng: np.random.Generator) -> float:
         """One draw inside [low, high]."""
         lo = -math.inf if self.low is None else self.low
@@ -48,6 +58,9 @@ class Fixed(_Bounded):
     def _raw(self, rng):
         return self.value
 
+    def _raw_support(self):
+        return self.value, self.value
+
 
 class Uniform(_Bounded):
     dist: Literal["uniform"] = "uniform"
@@ -62,6 +75,9 @@ class Uniform(_Bounded):
 
     def _raw(self, rng):
         return rng.uniform(self.a, self.b)
+
+    def _raw_support(self):
+        return self.a, self.b
 
 
 class Normal(_Bounded):
@@ -80,6 +96,9 @@ class LogNormal(_Bounded):
     median: float = Field(gt=0)
     sigma: float = Field(ge=0)
 
+    def _raw_support(self):
+        return 0.0, math.inf  # open at 0: every draw is > 0
+
     def _raw(self, rng):
         return rng.lognormal(math.log(self.median), self.sigma)
 
@@ -90,6 +109,9 @@ class Gamma(_Bounded):
     dist: Literal["gamma"] = "gamma"
     k: float = Field(gt=0)
     theta: float = Field(gt=0)
+
+    def _raw_support(self):
+        return 0.0, math.inf  # open at 0: every draw is > 0
 
     def _raw(self, rng):
         return rng.gamma(self.k, self.theta)
@@ -111,7 +133,38 @@ class IntUniform(_Bounded):
     def _raw(self, rng):
         return float(rng.integers(self.a, self.b + 1))
 
+    def _raw_support(self):
+        return float(self.a), float(self.b)
+
 
 Distribution = Annotated[
     Union[Fixed, Uniform, Normal, LogNormal, Gamma, IntUniform], Field(discriminator="dist")
 ]
+
+
+def check_support(dist: "_Bounded", lo: float = -math.inf, hi: float = math.inf, *, positive: bool = False,
+                  integer: bool = False):
+    """Refuse a law that can draw outside ``[lo, hi]`` (``positive``: only values > 0; ``integer``:
+    fixed values must be whole numbers). Returns ``dist`` (a pydantic ``AfterValidator``)."""
+    s_lo, s_hi = dist.support()
+    if positive and s_lo <= 0 and not (isinstance(dist, (LogNormal, Gamma)) and s_lo == 0 < s_hi):
+        raise ValueError(f"must be > 0, but this law can draw {_shown(s_lo)}")
+    if s_lo < lo or s_hi > hi:
+        bad = s_lo if s_lo < lo else s_hi
+        raise ValueError(f"must lie in [{_shown(lo)}, {_shown(hi)}], but this law can draw {_shown(bad)} "
+                         "(give low/high bounds or narrower parameters)")
+    if integer and isinstance(dist, Fixed) and dist.value != int(dist.value):
+        raise ValueError(f"must be a whole number (got {dist.value})")
+    return dist
+
+
+def _shown(x: float) -> str:
+    return str(int(x)) if math.isfinite(x) and x == int(x) else str(x)
+
+
+def bounded(lo: float = -math.inf, hi: float = math.inf, *, positive: bool = False, integer: bool = False):
+    """``Distribution`` restricted to draws in a range, e.g. ``bounded(positive=True)`` for a length."""
+    from pydantic import AfterValidator
+
+    return Annotated[Distribution, AfterValidator(
+        lambda d: check_support(d, lo, hi, positive=positive, integer=integer))]

@@ -6,6 +6,7 @@ An event says who speaks, what, and how it attaches to an earlier event. The clo
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -19,8 +20,41 @@ Sound = Literal["laughter", "breath", "sigh", "cough", "throat_clear", "media"]
 
 
 class PlannedWord(Model):
+    """One written word. Its text is normalised on the way in (``speakable``), so what the
+    transcript shows is what the voice says."""
+
     text: str
     lang: WordLang
+
+    @field_validator("text")
+    @classmethod
+    def _speakable(cls, value: str) -> str:
+        return speakable(value)
+
+
+# Control and format characters, private use, unassigned code points, symbols such as emoji, and
+# the modifiers and selectors that style them: no TTS engine reads these the way they look.
+_UNSPEAKABLE_CATEGORIES = {"Cc", "Cf", "Co", "Cs", "Cn", "So", "Sk"}
+
+
+def strip_unspeakable(text: str) -> str:
+    """``text`` in NFC without control characters, symbols or emoji, blanks collapsed to one space."""
+    kept = "".join(" " if c.isspace() else c for c in unicodedata.normalize("NFC", text)
+                   if c.isspace() or (unicodedata.category(c) not in _UNSPEAKABLE_CATEGORIES
+                                      and not 0xFE00 <= ord(c) <= 0xFE0F))
+    return " ".join(kept.split())
+
+
+def speakable(text: str) -> str:
+    """``text`` in NFC with everything a voice cannot say removed and blanks collapsed; a word
+    left with nothing to say is an error::
+
+        speakable("ok\x07 👍")  ->  "ok"
+    """
+    out = strip_unspeakable(text)
+    if not out:
+        raise ValueError(f"word {text!r} has nothing a voice can say (only control characters, symbols or emoji)")
+    return out
 
 
 class PlannedEvent(Model):

@@ -10,7 +10,9 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from .common import Model, Slug
-from .dist import Distribution, Fixed, Uniform
+from .dist import Distribution, Fixed, Uniform, bounded
+
+Positive = bounded(positive=True)
 
 NOISE_BEDS = ("stationary", "hum", "babble")
 NOISE_EVENTS = ("clicks",)
@@ -20,10 +22,10 @@ class RoomLaw(Model):
     """Shoebox size and reverberation. The RT60 is drawn after the size and truncated to what
     that room can reach (Sabine: ``rt60 >= 0.161 V / S`` with fully absorbing walls)."""
 
-    length_m: Distribution = Uniform(a=3.0, b=7.0)
-    width_m: Distribution = Uniform(a=2.5, b=5.0)
-    height_m: Distribution = Uniform(a=2.4, b=3.2)
-    rt60_s: Distribution = Uniform(a=0.2, b=0.7)
+    length_m: Positive = Uniform(a=3.0, b=7.0)
+    width_m: Positive = Uniform(a=2.5, b=5.0)
+    height_m: Positive = Uniform(a=2.4, b=3.2)
+    rt60_s: Positive = Uniform(a=0.2, b=0.7)
 
 
 class AcousticEnvironment(Model):
@@ -34,9 +36,9 @@ class AcousticEnvironment(Model):
 
     kind: str = "home"
     room: RoomLaw | None = Field(default=RoomLaw(), description="null: free field (outdoors)")
-    user_distance_m: Distribution = Uniform(a=0.5, b=2.0)
-    third_party_distance_m: Distribution = Uniform(a=1.5, b=4.0)
-    media_distance_m: Distribution = Uniform(a=1.5, b=4.0)
+    user_distance_m: Positive = Uniform(a=0.5, b=2.0)
+    third_party_distance_m: Positive = Uniform(a=1.5, b=4.0)
+    media_distance_m: Positive = Uniform(a=1.5, b=4.0)
     third_party_gain_db: Distribution = Uniform(a=-9.0, b=-3.0)
     media_gain_db: Distribution = Uniform(a=-18.0, b=-8.0)
     snr_db: Distribution = Uniform(a=10.0, b=30.0)
@@ -54,7 +56,7 @@ class EchoLaw(Model):
 
     enabled: bool = False
     erl_db: Distribution = Uniform(a=10.0, b=30.0)
-    speaker_to_mic_m: Distribution = Fixed(value=0.08)
+    speaker_to_mic_m: Positive = Fixed(value=0.08)
 
 
 class BankRef(Model):

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from .common import Language, Model, Slug
-from .dist import Distribution, Fixed
+from .dist import Fixed, bounded
 from .phenomena import resolve_rates, unknown_name
 from .scene import AcousticEnvironment
+
+
+MAX_EXCHANGES = 40
+"""Most user-system exchanges a session may have (a plan grows with it: this bounds a session)."""
+
+
+THIRD_PARTY_PHENOMENA = ("user_to_third_party", "third_party_to_user", "readdress_after_side_talk")
 
 
 class Persona(Model):
@@ -36,7 +43,7 @@ class ScenarioSeed(Model):
     description: str = ""
     personas: Personas
     goals: list[str] = Field(min_length=1)
-    exchanges: Distribution = Fixed(value=5)
+    exchanges: bounded(1, MAX_EXCHANGES, integer=True) = Fixed(value=5)
     phenomena: dict[str, float] = Field(default_factory=dict, description="rates by phenomenon id or family name")
     tools: list[Tool] = Field(default_factory=list)
     environment: AcousticEnvironment = AcousticEnvironment()
@@ -51,6 +58,23 @@ class ScenarioSeed(Model):
             if not 0.0 <= rate <= 1.0:
                 raise ValueError(f"rate of {pid!r} must be in [0, 1], got {rate}")
         return value
+
+    @field_validator("tools")
+    @classmethod
+    def _unique_tools(cls, value: list[Tool]) -> list[Tool]:
+        names = [t.name for t in value]
+        dup = next((n for n in names if names.count(n) > 1), None)
+        if dup is not None:
+            raise ValueError(f"tool name {dup!r} is given twice")
+        return value
+
+    @model_validator(mode="after")
+    def _third_party_present(self):
+        if self.personas.third_party is None:
+            named = [p for p in THIRD_PARTY_PHENOMENA if self.phenomena.get(p, 0) > 0]
+            if named:
+                raise ValueError(f"phenomena: {named[0]!r} needs a third party, but personas.third_party is not set")
+        return self
 
     @property
     def rates(self) -> dict[str, float]:

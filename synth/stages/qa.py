@@ -150,3 +150,11 @@ FULL_SCALE = 32767 / 32768
 def check_peaks(channels: dict[str, np.ndarray]) -> list[str]:
     """No channel touches int16 full scale (what is left of a clipped mix after quantising)."""
     return [f"clipped:{k}" for k, x in channels.items() if len(x) and np.abs(x).max() >= FULL_SCALE]
+
+
+def check_silent(channels: dict[str, np.ndarray]) -> list[str]:
+    """No channel is silent throughout (peak below -60 dBFS): both sides of a session speak, and
+    an all-zero channel means the mix broke (e.g. a non-finite gain), not a conversation."""
+    floor = 10 ** (SILENCE_PEAK_DBFS / 20)
+    return [f"silent_channel:{k}" for k, x in channels.items()
+            if not len(x) or not np.all(np.isfinite(x)) or np.abs(x).max() < floor]

@@ -168,8 +168,15 @@ class ChatClient:
                 raise self._unavailable(e) from None
             except openai.APIError as e:  # a 200 whose body is not a chat completion: a bad reply
                 raise SessionReject("plan", "llm_bad_response", _short(e)) from None
+            except ValueError as e:  # a 200 with cut or broken JSON
+                raise SessionReject("plan", "llm_bad_response", f"the reply is not valid JSON ({_short(e)})") from None
         if resp is None:
             return self._send(mode, req, probing=False, name=name)
+        if not isinstance(getattr(resp, "choices", None), list):  # HTML or text: openai hands back a str
+            raise SessionReject("plan", "llm_bad_response",
+                                f"the reply is not a chat completion (got {str(resp)[:60]!r})")
+        if not resp.choices or resp.choices[0].message is None:  # never cached: a later run asks again
+            raise SessionReject("plan", "llm_no_choices", "the reply has no choices")
         self.mode = self.mode or mode
         u = getattr(resp, "usage", None)
         pt, ct = getattr(u, "prompt_tokens", 0) or 0, getattr(u, "completion_tokens", 0) or 0
@@ -227,3 +234,18 @@ def check_endpoint(cfg: LLMConfig) -> None:
     except openai.APIError as e:
         raise EndpointError(f"planner.llm.base_url: cannot reach {cfg.base_url} ({type(e).__name__}: "
                             f"{_short(e)})") from None
+    except (ValueError, TypeError, AttributeError) as e:  # a 200 that is not JSON (an HTML page)
+        raise EndpointError(f"planner.llm.base_url: {cfg.base_url} does not answer like an OpenAI-compatible "
+                            f"server ({_short(e)[:100]})") from None
+
+
+def check_cache_dir(folder: Path) -> None:
+    """The reply cache folder can be created and written (checked before a run starts)."""
+    import tempfile
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".probe-"):
+            pass
+    except OSError as e:
+        raise UserError(f"planner.llm.cache_dir: cannot write {folder} ({e.strerror or e})") from None
