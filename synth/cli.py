@@ -11,6 +11,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .errors import UserError
@@ -142,7 +143,7 @@ def run(pipeline: Path = typer.Argument(..., help="Pipeline YAML."),
         spec = _with_plans(spec, plans)
     store = prepare_folder(spec)
     for line in drop_broken_markers(spec):
-        console.print(f"[yellow]warning:[/] {line}", highlight=False)
+        console.print(f"[yellow]warning:[/] {escape(line)}", highlight=False)
     ex = spec.config.executor
     todo = pending_ranks(spec)
     n_workers = ex.workers
@@ -168,7 +169,7 @@ def run(pipeline: Path = typer.Argument(..., help="Pipeline YAML."),
         console.print(f"  llm:        {u.get('requests', 0)} requests, {u.get('cache_hits', 0)} cache hits, "
                       f"{u.get('prompt_tokens', 0)} prompt + {u.get('completion_tokens', 0)} completion tokens")
     for rank, err in sorted(failed.items()):
-        console.print(f"[red]task {rank:05d} failed:[/] {err}", highlight=False)
+        console.print(f"[red]task {rank:05d} failed:[/] {escape(str(err))}", highlight=False)
     if failed:
         console.print(f"[red]{len(failed)} of {spec.num_tasks} tasks failed[/]; "
                       "rerun the same command to retry them (finished tasks are kept)")
@@ -235,7 +236,7 @@ class _Progress:
         note = f"{self.audio / 3600:.3f} h audio, {self.rejects} rejects, {rate:.0f}x real time"
         if stats.sessions == 0 and stats.rejects:
             reasons = ", ".join(f"{k} {v}" for k, v in stats.rejects_by_reason.items())
-            console.print(f"[yellow]task {stats.rank:05d}: all {stats.rejects} sessions rejected[/] ({reasons})",
+            console.print(f"[yellow]task {stats.rank:05d}: all {stats.rejects} sessions rejected[/] ({escape(reasons)})",
                           highlight=False)
         if self.bar is not None:
             self.bar.update(self.task, completed=self.done, note=note)
@@ -287,7 +288,7 @@ def plan(path: Path = typer.Argument(..., help="A scenario seed or pipeline YAML
             plans.append(decorated_plan(cfg, s, run_seed, sid, engine).model_dump(mode="json"))
         except SessionReject as r:
             rejected += 1
-            console.print(f"[yellow]reject[/] {sid}: {r.stage}: {r.reason} ({r.detail})", highlight=False)
+            console.print(f"[yellow]reject[/] {sid}: {r.stage}: {r.reason} ({escape(str(r.detail))})", highlight=False)
     out = plans[0] if count == 1 and plans else plans
     if plans_out is not None:
         from .io.files import write_text_atomic
@@ -326,7 +327,7 @@ def validate(out_dir: Path = typer.Argument(..., help="A run folder.")) -> None:
         raise UserError(f"{out_dir}: not a run folder (no run.json)")
     n, problems = validate_run(out_dir)
     for p in problems[:50]:
-        console.print(f"[red]✗[/] {p}", highlight=False)
+        console.print(f"[red]✗[/] {escape(p)}", highlight=False)
     if len(problems) > 50:
         console.print(f"... and {len(problems) - 50} more", highlight=False)
     if problems:
@@ -361,7 +362,7 @@ def banks_check(folders: list[Path] = typer.Argument(..., help="Bank folders wit
 
     bank = load_bank(list(folders))
     for f, reason in bank.skipped:
-        console.print(f"[yellow]skipped[/] {f}: {reason}")
+        console.print(f"[yellow]skipped[/] {f}: {escape(str(reason))}", highlight=False)
     console.print(f"{len(bank.files)} files usable, {len(bank.skipped)} skipped: "
                   + ", ".join(f"{k} {v}" for k, v in bank.categories().items()))
 
@@ -501,7 +502,7 @@ def main() -> None:
     except UserError as e:
         if _DEBUG["on"]:
             raise
-        console.print(f"[red]error:[/] {e}", highlight=False)
+        console.print(f"[red]error:[/] {escape(str(e))}", highlight=False)
         sys.exit(2)
     except KeyboardInterrupt:
         _interrupted()
@@ -509,7 +510,7 @@ def main() -> None:
         if _DEBUG["on"]:
             raise
         where = f"{e.filename}: {e.strerror}" if e.filename else (str(e).splitlines() or [type(e).__name__])[0]
-        console.print(f"[red]error:[/] {where}", highlight=False)
+        console.print(f"[red]error:[/] {escape(where)}", highlight=False)
         sys.exit(1)
     except Exception as e:
         names = _class_names(e)
@@ -523,7 +524,7 @@ def main() -> None:
             if hasattr(e, "show"):
                 e.show()
             else:
-                console.print(f"[red]error:[/] {e}", highlight=False)
+                console.print(f"[red]error:[/] {escape(str(e))}", highlight=False)
             sys.exit(getattr(e, "exit_code", 2) or 2)
         raise
 
