@@ -16,9 +16,31 @@ ROOT = Path(__file__).resolve().parents[1]
 PIPE = ROOT / "pipelines" / "demo-espeak.yaml"
 
 
-def synth(*args, cwd=ROOT):
+def synth(*args, cwd=ROOT, path: str = ""):
+    """``synth ARGS`` in a subprocess; ``path`` goes after the project on ``PYTHONPATH`` (and so
+    before the venv's site-packages: the lowest typer of the test below)."""
+    pythonpath = os.pathsep.join(p for p in (str(ROOT), path) if p)
     return subprocess.run([sys.executable, "-m", "synth.cli", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, env={**os.environ, "COLUMNS": "300", "PYTHONPATH": str(ROOT)}, timeout=120)
+                          cwd=cwd, env={**os.environ, "COLUMNS": "300", "PYTHONPATH": pythonpath}, timeout=120)
+
+
+def lowest_typer() -> str:
+    """The lowest typer the pyproject admits (with the click of its day), installed into a folder."""
+    import re
+
+    spec = re.search(r'"typer>=([0-9.]+)"', (ROOT / "pyproject.toml").read_text()).group(1)
+    return f"typer=={spec}.5" if spec.count(".") == 1 else f"typer=={spec}"
+
+
+@pytest.fixture(scope="module")
+def old_typer(tmp_path_factory):
+    where = tmp_path_factory.mktemp("typer-lowest")
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(where),
+                        lowest_typer(), "click==8.1.8"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-1500:]
+    probe = synth("--help", path=str(where))
+    assert probe.returncode == 0, probe.stderr[-1500:]
+    return str(where)
 
 
 @pytest.mark.parametrize("args, says", [
@@ -34,6 +56,24 @@ def synth(*args, cwd=ROOT):
 ])
 def test_usage_errors_are_the_usage_line_and_exit_2(args, says):
     r = synth(*args)
+    _usage_error(r, says)
+
+
+def test_usage_errors_with_the_lowest_typer_the_pyproject_admits(old_typer):
+    import json
+
+    version = subprocess.run([sys.executable, "-c", "import typer, click; print(typer.__version__, click.__version__)"],
+                             capture_output=True, text=True, env={**os.environ, "PYTHONPATH": old_typer}).stdout.split()
+    assert version[0] == lowest_typer().split("==")[1] and version[1] == "8.1.8", version
+    for args, says in [(["nosuch"], "No such command 'nosuch'"), (["run", "--sesions", "3", PIPE], "--sesions"),
+                       (["run"], "Missing argument"), (["run", PIPE, "--sessions", "0"], "'--sessions'"),
+                       (["run", PIPE, "--seed", "abc"], "'--seed'")]:
+        _usage_error(synth(*args, path=old_typer), says)
+    r = synth("plan", PIPE, "--session", "1", path=old_typer)  # and a command works under it
+    assert r.returncode == 0 and json.loads(r.stdout)["session_id"], r.stderr[-1500:]
+
+
+def _usage_error(r, says):
     assert r.returncode == 2, r.stderr[-2000:]
     assert "Traceback" not in r.stderr and "─" not in r.stderr  # no (rich) traceback
     lines = [l for l in r.stderr.splitlines() if l.strip()]
