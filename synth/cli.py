@@ -487,11 +487,12 @@ def main() -> None:
     """
     import signal
 
-    from .executor.stop import STOP, request_stop
+    from .executor.stop import STOP, quiet_swallowed_interrupts, request_stop
 
     # SIGTERM (a scheduler, `kill`) stops a run the way Ctrl-C does: workers stopped, resumable
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
+    quiet_swallowed_interrupts()
     try:
         rc = app(standalone_mode=False)
         if STOP["signal"] or rc == 130:  # typer >= 0.2x returns Ctrl-C as exit code 130

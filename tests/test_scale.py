@@ -121,9 +121,10 @@ def test_a_task_whose_sessions_all_fail_is_reported_and_the_rest_finish(tmp_path
 
 def test_a_failing_task_is_reported_the_others_finish_and_a_rerun_completes(tmp_path):
     out = tmp_path / "out"
+    p = pipeline(tmp_path, sessions=6, per_shard=2)
+    synth("run", p, "--out", out, "--sessions", "2")  # a run folder (a foreign folder is refused), then extended
     blocker = out / "shards" / "parquet" / "part-00001.parquet"
     blocker.mkdir(parents=True)  # storage trouble: the shard's name is taken by a folder
-    p = pipeline(tmp_path, sessions=6, per_shard=2)
     r = synth("run", p, "--out", out, "--workers", "2", check=False)
     assert r.returncode == 1
     assert "task 00001 failed:" in r.stderr and "1 of 3 tasks failed" in r.stderr

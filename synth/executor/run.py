@@ -13,7 +13,7 @@ from ..errors import UserError
 from ..io.store import Store
 from ..schema.record import TaskStats
 from .task import RunSpec, marker_name, marker_problems, read_marker, run_task
-from .stop import request_stop
+from .stop import quiet_swallowed_interrupts, request_stop
 
 
 def data_settings(spec: RunSpec) -> dict:
@@ -160,7 +160,7 @@ def pending_ranks(spec: RunSpec) -> list[int]:
 
 def _covers(store: Store, spec: RunSpec, rank: int) -> bool:
     """A marker of a task that made all its sessions (the last task of a run since extended did not)."""
-    s = TaskStats.model_validate_json(store.read_text(marker_name(rank)))
+    s = read_marker(store, rank)[0]
     return s.sessions + s.rejects == len(spec.session_ids(rank))
 
 
@@ -217,6 +217,7 @@ def _worker_signals() -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    quiet_swallowed_interrupts()
 
     def on_term(signum, frame):
         if _IN_TASK["on"]:

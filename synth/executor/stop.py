@@ -19,3 +19,17 @@ def check_stop() -> None:
     """Raise KeyboardInterrupt if a stop signal came (even one whose interrupt was swallowed)."""
     if STOP["signal"]:
         raise KeyboardInterrupt
+
+
+def quiet_swallowed_interrupts() -> None:
+    """A KeyboardInterrupt that a ctypes callback swallowed is not printed as 'Exception ignored
+    ... Traceback' (the stop flag carries it to :func:`check_stop`); anything else still is."""
+    import sys
+
+    default = sys.unraisablehook
+
+    def hook(unraisable) -> None:
+        if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+            default(unraisable)
+
+    sys.unraisablehook = hook
