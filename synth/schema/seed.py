@@ -10,8 +10,9 @@ from .phenomena import resolve_rates, unknown_name
 from .scene import AcousticEnvironment
 
 
-MAX_EXCHANGES = 40
-"""Most user-system exchanges a session may have (a plan grows with it: this bounds a session)."""
+MAX_EXCHANGES = 120
+"""Most user-system exchanges a session may have (a plan grows with it: this bounds a session;
+80 exchanges make the ~22-minute session of ``pipelines/long-session.yaml``)."""
 
 
 THIRD_PARTY_PHENOMENA = ("user_to_third_party", "third_party_to_user", "readdress_after_side_talk")
