@@ -44,9 +44,40 @@ def tracks_of(tl: Timeline, audio: dict[str, np.ndarray]) -> dict[str, np.ndarra
     return tracks
 
 
-def _to_level(x: np.ndarray, sr: int, level_db: float) -> tuple[np.ndarray, float]:
+CONVOLVE_CHUNK = 1 << 20
+"""Samples per overlap-add chunk of a long room convolution (65 s at 16 kHz)."""
+CONVOLVE_WHOLE = 1 << 23
+"""Tracks up to this many samples (8.7 min at 16 kHz) are convolved in one ``oaconvolve``; one
+call on a 20-minute track holds ~600 MB of FFT blocks at once."""
+
+
+def convolve(x: np.ndarray, ir: np.ndarray, n: int, chunk: int = CONVOLVE_CHUNK,
+             whole: int = CONVOLVE_WHOLE) -> np.ndarray:
+    """The first ``n`` samples of ``x`` convolved with ``ir``, as float32. A track longer than
+    ``whole`` is convolved ``chunk`` samples at a time, each chunk's float64 tail added to the
+    next chunk before it is cast (so each sample is cast once, as in one call); silent chunks
+    are skipped."""
+    if len(x) <= whole:
+        return oaconvolve(x, ir)[:n].astype(np.float32)
+    out = np.zeros(n, np.float32)
+    carry = np.zeros(0)
+    for a in range(0, n, chunk):
+        seg = x[a : min(a + chunk, n)]
+        y = oaconvolve(seg, ir) if np.any(seg) else np.zeros(len(seg) + len(ir) - 1)
+        y[: len(carry)] += carry[: len(y)]
+        m = min(chunk, n - a)
+        out[a : a + m] = y[:m]
+        carry = y[m:]
+    return out
+
+
+def _to_level(x: np.ndarray, sr: int, level_db: float, chunk: int = CONVOLVE_CHUNK) -> tuple[np.ndarray, float]:
+    """``x`` at ``level_db`` (active level), multiplied chunk by chunk (no float64 copy of a long track)."""
     g = gain_to_level(x, sr, level_db)
-    return (x * g).astype(np.float32), float(20 * np.log10(g))
+    out = np.empty(len(x), np.float32)
+    for a in range(0, len(x), chunk):
+        out[a : a + chunk] = x[a : a + chunk] * g
+    return out, float(20 * np.log10(g))
 
 
 def mix(tl: Timeline, audio: dict[str, np.ndarray], scene: Scene, irs: dict[str, np.ndarray],
@@ -56,15 +87,16 @@ def mix(tl: Timeline, audio: dict[str, np.ndarray], scene: Scene, irs: dict[str,
     tracks = tracks_of(tl, audio)
 
     def heard(name: str, x: np.ndarray) -> np.ndarray:
-        return oaconvolve(x, irs[name])[:n].astype(np.float32) if name in irs and np.any(x) else x
+        return convolve(x, irs[name], n) if name in irs and np.any(x) else x
 
     gains: dict[str, float] = {}
     user_speech, gains["user"] = _to_level(heard("user", tracks["user"]), sr, scene.levels_db["user"])
     user_side = user_speech.copy()
     for name in ("third_party", "background"):
         if name in scene.levels_db and np.any(tracks[name]):
-            wet, gains[name] = _to_level(heard(name, tracks[name]), sr, scene.levels_db[name])
+            wet, gains[name] = _to_level(heard(name, tracks.pop(name)), sr, scene.levels_db[name])
             user_side += wet
+            del wet
     system = tracks["system"]
     if scene.echo is not None and np.any(system):
         echo_db = active_rms_db(system, sr) - scene.echo.erl_db
@@ -83,8 +115,11 @@ def mix(tl: Timeline, audio: dict[str, np.ndarray], scene: Scene, irs: dict[str,
     scale_s = min(1.0, peak_limit / max(float(np.abs(system).max()), 1e-9))
     g_user = 10 ** (gains["user"] / 20) * scale_u
     gains.update(peak_scale_user_side_db=20 * np.log10(scale_u), peak_scale_system_db=20 * np.log10(scale_s))
-    return Mix(user_side * scale_u, system * scale_s, tracks["user"] * g_user, user_speech * scale_u,
-               noise * scale_u, {k: round(float(v), 3) for k, v in gains.items()})
+    # in place (every array here is this function's own): the copies would double the peak memory
+    for x, g in ((user_side, scale_u), (system, scale_s), (tracks["user"], g_user), (user_speech, scale_u),
+                 (noise, scale_u)):
+        x *= g
+    return Mix(user_side, system, tracks["user"], user_speech, noise, {k: round(float(v), 3) for k, v in gains.items()})
 
 
 def _noise(scene: Scene, bank: Bank | None, n: int, sr: int) -> np.ndarray:
@@ -99,7 +134,10 @@ def _noise(scene: Scene, bank: Bank | None, n: int, sr: int) -> np.ndarray:
         except BankReadError as e:
             raise SessionReject("mix", "noise_file_unreadable", str(e)) from None
         x = loop(clip, int(layer.offset_s * sr) % len(clip), n, int(0.05 * sr))
-        out += x / (np.sqrt(np.mean(x ** 2)) + 1e-12) * 10 ** (layer.gain_db / 20)
+        x /= np.sqrt(np.mean(np.square(x))) + 1e-12  # in place, as ``out += x / rms * g``
+        x *= 10 ** (layer.gain_db / 20)
+        out += x
+        del x  # before the next layer's copy is made
     return out.astype(np.float32)
 
 

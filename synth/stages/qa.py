@@ -86,6 +86,14 @@ SILENCE_PEAK_DBFS = -60.0  # a frame whose peak is below this (and that WebRTC h
 VOICED_PEAK_DBFS = -40.0  # voiced speech reaches this peak (speech is levelled to -24 dBFS RMS, peaks ~ -12)
 
 
+def _pcm16(x: np.ndarray, chunk: int = 1 << 20) -> np.ndarray:
+    """``x`` (floats in [-1, 1]) as int16, a chunk at a time (no float64 copies of a long stem)."""
+    out = np.empty(len(x), "<i2")
+    for a in range(0, len(x), chunk):
+        out[a : a + chunk] = np.clip(np.round(np.asarray(x[a : a + chunk], dtype=np.float64) * 32767), -32768, 32767)
+    return out
+
+
 def speech_frames(stem: np.ndarray, sample_rate: int, frame_period_ms: int,
                   aggressiveness: int = 3) -> tuple[np.ndarray, np.ndarray]:
     """Per label frame, from a detector independent of the labeller's energy VAD:
@@ -97,9 +105,8 @@ def speech_frames(stem: np.ndarray, sample_rate: int, frame_period_ms: int,
 
     period = period_samples(sample_rate, frame_period_ms)
     n = -(-len(stem) // period)
-    x = np.asarray(stem, dtype=np.float64)
-    x16 = x if sample_rate == 16000 else resample_poly(x, 16000, sample_rate)
-    pcm = np.clip(np.round(x16 * 32767), -32768, 32767).astype("<i2")
+    x16 = stem if sample_rate == 16000 else resample_poly(np.asarray(stem, dtype=np.float64), 16000, sample_rate)
+    pcm = _pcm16(x16)
     vad, win = webrtcvad.Vad(aggressiveness), 160
     k = len(pcm) // win
     windows = pcm[: k * win].reshape(k, win)
@@ -110,7 +117,7 @@ def speech_frames(stem: np.ndarray, sample_rate: int, frame_period_ms: int,
     voiced = np.zeros(n, dtype=bool)
     np.logical_or.at(voiced, frame_of, voiced_win)
     padded = np.zeros(n * period)
-    padded[: len(x)] = np.abs(x)
+    padded[: len(stem)] = np.abs(stem)
     peak = padded.reshape(n, period).max(axis=1)
     silent = ~voiced & (peak < 10 ** (SILENCE_PEAK_DBFS / 20))
     return voiced, silent
@@ -149,7 +156,7 @@ FULL_SCALE = 32767 / 32768
 
 def check_peaks(channels: dict[str, np.ndarray]) -> list[str]:
     """No channel touches int16 full scale (what is left of a clipped mix after quantising)."""
-    return [f"clipped:{k}" for k, x in channels.items() if len(x) and np.abs(x).max() >= FULL_SCALE]
+    return [f"clipped:{k}" for k, x in channels.items() if len(x) and float(np.abs(x).max()) >= FULL_SCALE]
 
 
 def check_silent(channels: dict[str, np.ndarray]) -> list[str]:
@@ -157,4 +164,4 @@ def check_silent(channels: dict[str, np.ndarray]) -> list[str]:
     an all-zero channel means the mix broke (e.g. a non-finite gain), not a conversation."""
     floor = 10 ** (SILENCE_PEAK_DBFS / 20)
     return [f"silent_channel:{k}" for k, x in channels.items()
-            if not len(x) or not np.all(np.isfinite(x)) or np.abs(x).max() < floor]
+            if not len(x) or not np.all(np.isfinite(x)) or float(np.abs(x).max()) < floor]
