@@ -6,13 +6,16 @@ Runs ``synth run`` (1 worker) into a fresh folder and prints the session's lengt
 count, the worker's peak RSS (``stats.json`` ``peak_rss_mb``: ``getrusage`` max RSS of the task
 process; target <= 1.5 GB), the wall time of each step, and whether ``synth validate``,
 ``synth preview`` and ``synth export --format textgrid`` work at that length (the TextGrid is
-read back with praatio when it is installed). Not a test: numbers depend on the machine.
+read back with praatio when it is installed), and what the viewer serves for it: the session
+page, the stereo mix and the picture (time, size, and this process's peak RSS while serving).
+Not a test: numbers depend on the machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import shutil
 import subprocess
 import sys
@@ -58,11 +61,36 @@ def main() -> None:
         res["textgrid_max_s"] = tg.maxTimestamp
     except ImportError:
         res["textgrid_tiers"] = "praatio not installed"
+    res["viewer"] = viewer(out, rec.session_id)
     print(json.dumps(res, indent=1))
     if not a.keep:
         shutil.rmtree(base, ignore_errors=True)
     else:
         print(f"kept {base}")
+
+
+def viewer(run_dir: Path, sid: str) -> dict:
+    """The viewer's session page, stereo mix and picture of one session, served on 127.0.0.1."""
+    import threading
+    import urllib.request
+
+    from synth.inspection.viewer import make_server
+
+    server = make_server(run_dir, 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    got = {}
+    try:
+        for name, path in [("page", f"/session/{sid}"), ("mix", f"/audio/{sid}/mix.flac"),
+                           ("mix_cached", f"/audio/{sid}/mix.flac"), ("picture", f"/preview/{sid}.png")]:
+            t = time.perf_counter()
+            with urllib.request.urlopen(url + path, timeout=600) as r:
+                n = len(r.read())
+            got[name] = {"s": round(time.perf_counter() - t, 2), "mb": round(n / 2**20, 2)}
+    finally:
+        server.shutdown()
+    got["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    return got
 
 
 if __name__ == "__main__":
