@@ -146,16 +146,33 @@ def run(pipeline: Path = typer.Argument(..., help="Pipeline YAML."),
         console.print(f"[yellow]warning:[/] {escape(line)}", highlight=False)
     ex = spec.config.executor
     todo = pending_ranks(spec)
-    n_workers = ex.workers
-    if todo and n_workers > len(todo):
-        console.print(f"workers: {n_workers} capped at {len(todo)} (one per task to run)", highlight=False)
-        n_workers = len(todo)
+    n_workers = _capped_workers(ex.workers, todo)
     t0 = time.time()
     done_before = spec.config.sessions - sum(len(spec.session_ids(r)) for r in todo)
     progress = _Progress(spec.config.sessions, done_before, t0)
     with progress:
         failed = execute(spec, ex.kind, n_workers, ray_address or ex.ray_address, progress.task_done)
     stats = merge(spec)
+    _report_run(stats, store, t0, failed)
+    if failed:
+        console.print(f"[red]{len(failed)} of {spec.num_tasks} tasks failed[/]; "
+                      "rerun the same command to retry them (finished tasks are kept)")
+        raise typer.Exit(1)
+    if stats["sessions"] == 0 and stats["rejects"]:
+        _all_rejected(store)
+        raise typer.Exit(1)
+
+
+def _capped_workers(workers: int, todo: list[int]) -> int:
+    """No more workers than tasks left to run (said when it caps them)."""
+    if todo and workers > len(todo):
+        console.print(f"workers: {workers} capped at {len(todo)} (one per task to run)", highlight=False)
+        return len(todo)
+    return workers
+
+
+def _report_run(stats: dict, store, t0: float, failed: dict) -> None:
+    """The end of a run: totals, where the shards are, LLM usage, each failed task."""
     console.print(
         f"{'[red]incomplete[/]' if failed else '[green]done[/]'} {stats['sessions']} sessions, "
         f"{stats['audio_s'] / 3600:.3f} h audio, "
@@ -170,13 +187,6 @@ def run(pipeline: Path = typer.Argument(..., help="Pipeline YAML."),
                       f"{u.get('prompt_tokens', 0)} prompt + {u.get('completion_tokens', 0)} completion tokens")
     for rank, err in sorted(failed.items()):
         console.print(f"[red]task {rank:05d} failed:[/] {escape(str(err))}", highlight=False)
-    if failed:
-        console.print(f"[red]{len(failed)} of {spec.num_tasks} tasks failed[/]; "
-                      "rerun the same command to retry them (finished tasks are kept)")
-        raise typer.Exit(1)
-    if stats["sessions"] == 0 and stats["rejects"]:
-        _all_rejected(store)
-        raise typer.Exit(1)
 
 
 def _with_plans(spec, path: Path):
@@ -261,19 +271,9 @@ def plan(path: Path = typer.Argument(..., help="A scenario seed or pipeline YAML
     Rejected sessions are reported on stderr, one line each, and make the exit code 1.
     """
     from .backends.planner import make_planner
-    from .errors import SessionReject
-    from .io.config_files import load_pipeline, load_seed, load_seeds, load_yaml_mapping
     from .rng import stream
-    from .schema.config import PipelineConfig, PlannerConfig
-    from .session import decorated_plan
 
-    data = load_yaml_mapping(path)  # the loader `run` uses: one line for any unreadable file
-    if "seeds" in data:
-        cfg = load_pipeline(path)
-        seeds, name, run_seed, pcfg = load_seeds(cfg, path), cfg.name, cfg.seed if seed == 0 else seed, cfg.planner
-    else:
-        cfg = PipelineConfig(name="plan", seeds=[str(path)])
-        seeds, name, run_seed, pcfg = [load_seed(path)], "plan", seed, PlannerConfig()
+    cfg, seeds, name, run_seed, pcfg = _plan_inputs(path, seed)
     pcfg = _planner_config(pcfg, planner, llm_base_url, llm_model, llm_cache_dir)
     engine = make_planner(pcfg)
     for s in seeds:
@@ -282,14 +282,7 @@ def plan(path: Path = typer.Argument(..., help="A scenario seed or pipeline YAML
     jobs = [(seeds[i % len(seeds)], f"{name}-{i:06d}") for i in range(session, session + count)]
     if hasattr(engine, "prefetch"):
         engine.prefetch([(s, sid, stream(run_seed, sid, "plan")) for s, sid in jobs])
-    plans, rejected = [], 0
-    for s, sid in jobs:
-        try:
-            plans.append(decorated_plan(cfg, s, run_seed, sid, engine).model_dump(mode="json"))
-        except SessionReject as r:
-            rejected += 1
-            console.print(f"[yellow]reject[/] {sid}: {r.stage}: {r.reason} ({escape(str(r.detail))})", highlight=False)
-    out = plans[0] if count == 1 and plans else plans
+    plans, rejected = _decorated_plans(cfg, engine, jobs, run_seed)
     if plans_out is not None:
         from .io.files import write_text_atomic
         from .plans import plan_row
@@ -297,18 +290,9 @@ def plan(path: Path = typer.Argument(..., help="A scenario seed or pipeline YAML
         write_text_atomic(plans_out, "".join(plan_row(p["session_id"], p["scenario_id"], p) + "\n" for p in plans))
         console.print(f"{len(plans)} plans written to {plans_out}", highlight=False)
     elif text:
-        from .inspection.diversity import diversity, plan_utterances
-        from .inspection.transcript import transcript
-        from .schema.plan import Plan
-
-        models = [Plan.model_validate(p) for p in plans]
-        typer.echo("\n\n".join(transcript(p) for p in models))
-        d = diversity(plan_utterances(p) for p in models)
-        console.print(f"{d['sessions']} plans: distinct system utterances {d['distinct_system_utterances']:.3f}, "
-                      f"distinct system bigrams {d['distinct_system_bigrams']:.3f}, most common opening in "
-                      f"{d['top_opening_share']:.1%} of sessions", highlight=False)
+        _print_transcripts(plans)
     elif plans or count > 1:
-        typer.echo(json.dumps(out, ensure_ascii=False, indent=1))
+        typer.echo(json.dumps(plans[0] if count == 1 else plans, ensure_ascii=False, indent=1))
     if hasattr(engine, "usage"):
         u = engine.usage()
         console.print(f"{len(plans)}/{count} plans valid; {u.get('requests', 0)} requests, "
@@ -316,6 +300,49 @@ def plan(path: Path = typer.Argument(..., help="A scenario seed or pipeline YAML
                       f"{u.get('completion_tokens', 0)} completion tokens", highlight=False)
     if rejected:
         raise typer.Exit(1)
+
+
+def _plan_inputs(path: Path, seed: int):
+    """``(config, seeds, name, run seed, planner config)`` of a pipeline or of one scenario seed;
+    ``--seed 0`` keeps a pipeline's own seed."""
+    from .io.config_files import load_pipeline, load_seed, load_seeds, load_yaml_mapping
+    from .schema.config import PipelineConfig, PlannerConfig
+
+    data = load_yaml_mapping(path)  # the loader `run` uses: one line for any unreadable file
+    if "seeds" in data:
+        cfg = load_pipeline(path)
+        return cfg, load_seeds(cfg, path), cfg.name, cfg.seed if seed == 0 else seed, cfg.planner
+    return PipelineConfig(name="plan", seeds=[str(path)]), [load_seed(path)], "plan", seed, PlannerConfig()
+
+
+def _decorated_plans(cfg, engine, jobs: list, run_seed: int) -> tuple[list[dict], int]:
+    """The plans of ``jobs`` after the paralinguistic pass (as JSON), and how many were rejected
+    (each said on stderr)."""
+    from .errors import SessionReject
+    from .session import decorated_plan
+
+    plans, rejected = [], 0
+    for s, sid in jobs:
+        try:
+            plans.append(decorated_plan(cfg, s, run_seed, sid, engine).model_dump(mode="json"))
+        except SessionReject as r:
+            rejected += 1
+            console.print(f"[yellow]reject[/] {sid}: {r.stage}: {r.reason} ({escape(str(r.detail))})", highlight=False)
+    return plans, rejected
+
+
+def _print_transcripts(plans: list[dict]) -> None:
+    """``plan --text``: the transcripts, then the diversity figures of the plans."""
+    from .inspection.diversity import diversity, plan_utterances
+    from .inspection.transcript import transcript
+    from .schema.plan import Plan
+
+    models = [Plan.model_validate(p) for p in plans]
+    typer.echo("\n\n".join(transcript(p) for p in models))
+    d = diversity(plan_utterances(p) for p in models)
+    console.print(f"{d['sessions']} plans: distinct system utterances {d['distinct_system_utterances']:.3f}, "
+                  f"distinct system bigrams {d['distinct_system_bigrams']:.3f}, most common opening in "
+                  f"{d['top_opening_share']:.1%} of sessions", highlight=False)
 
 
 @app.command()

@@ -29,7 +29,7 @@ from .schema.plan import Plan
 from .schema.record import EventRender, PhenomenonHit, Reject, RenderSpec, SessionRecord
 from .schema.scene import Scene
 from .schema.seed import ScenarioSeed
-from .stages.label import label_session, with_backend_frames
+from .stages.label import label_session, recorded_work
 from .stages.mix import mix
 from .stages.paraling import decorate
 from .stages.place import place
@@ -167,7 +167,7 @@ def render_session(config: PipelineConfig, spec: RenderSpec, scene: Scene, run_s
         t0 = timer.add("asr", t0)
     tape = Tape(spec.clock if place_rng_for is None else None)
     placed = place(plan, rendered, config.timing, sr, place_rng_for, tape)
-    tl = with_backend_frames(placed.timeline, period)
+    tl = placed.timeline
     t0 = timer.add("clock", t0)
     irs = room_irs(scene.room, sr) if scene.room is not None else {}
     t0 = timer.add("room", t0)
@@ -192,7 +192,7 @@ def render_session(config: PipelineConfig, spec: RenderSpec, scene: Scene, run_s
         channels=list(CHANNEL_ORDER), frame_rate_hz=1000 / period, frame_period_s=period / 1000,
         sys_action=labels.sys_action, sys_floor=labels.sys_floor, usr_floor=labels.usr_floor,
         sys_vad=labels.sys_vad, usr_vad=labels.usr_vad, markers=labels.markers,
-        events=tl.events, delegations=tl.work, phenomena=hits,
+        events=tl.events, delegations=recorded_work(tl, period), phenomena=hits,
         scene={**scene.model_dump(mode="json"), "tts_engine": tts.name, "word_timing": tts.word_timing,
                "voices": spec.voices, "sounds": sounds, "gains_db": gains_db,
                "channel_order": list(CHANNEL_ORDER), **({"asr": heard} if heard else {})},

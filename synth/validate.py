@@ -13,9 +13,8 @@ import soundfile as sf
 
 from .schema.phenomena import ALL
 from .schema.record import SessionRecord
-from .schema.timeline import Timeline
 from .stages import qa
-from .stages.label import vad_frames
+from .stages.label import frame_of, vad_frames
 from .schema.labels import FrameLabels
 
 
@@ -31,13 +30,20 @@ def check_hits(rec: SessionRecord) -> list[str]:
             if h.id not in ALL or ALL[h.id].family != h.family or h.event_id not in ids]
 
 
+def check_backend_frames(rec: SessionRecord, period_ms: int) -> list[str]:
+    """Each written backend message's ``frame`` is the frame of its sample (``label.frame_of``)."""
+    return [f"backend_frame:{w.work_id}" for w in rec.delegations
+            if any(m.frame != frame_of(m.sample, rec.sample_rate, period_ms) for m in w.backend)]
+
+
 def validate_record(rec: SessionRecord, user: bytes, system: bytes, ttl_ms: float) -> list[str]:
     period_ms = int(round(rec.frame_period_s * 1000))
-    tl = Timeline(sample_rate=rec.sample_rate, num_samples=rec.num_samples, events=rec.events, work=rec.delegations)
+    tl = rec.timeline()
     labels = FrameLabels(frame_period_s=rec.frame_period_s, num_frames=len(rec.sys_action),
                          sys_action=rec.sys_action, sys_floor=rec.sys_floor, usr_floor=rec.usr_floor,
                          sys_vad=rec.sys_vad, usr_vad=rec.usr_vad, markers=rec.markers)
     bad = qa.check_labels(tl, labels, period_ms, ttl_ms)
+    bad += check_backend_frames(rec, period_ms)
     bad += check_hits(rec)
     u, sr_u = _decode(user)
     s, sr_s = _decode(system)

@@ -99,6 +99,12 @@ def test_validate_passes_and_catches_tampering(local_run, tmp_path):
     pq.write_table(pa.Table.from_pylist(rows, schema=t.schema), pf)
     r = synth("validate", bad, check=False)
     assert r.returncode == 1 and "labels_differ_from_timeline:sys_floor" in r.stderr
+    # a written backend message whose frame is not the frame of its sample
+    w = next(w for row in rows for w in row["delegations"] if w["backend"])
+    w["backend"][0]["frame"] += 3
+    pq.write_table(pa.Table.from_pylist(rows, schema=t.schema), pf)
+    r = synth("validate", bad, check=False)
+    assert r.returncode == 1 and f"backend_frame:{w['work_id']}" in r.stderr
 
 
 def test_same_seed_same_bytes_with_two_workers_and_resume(local_run):

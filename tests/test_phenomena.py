@@ -26,7 +26,6 @@ from synth.schema.dist import Fixed
 from synth.schema.labels import DELEGATE, HOLD, LISTEN, NOT_HOLD, RELEASE, TAKE
 from synth.schema.phenomena import CODE_SWITCH, FAMILIES, REGISTRY, code_switch_hits, resolve_rates
 from synth.schema.record import SessionRecord
-from synth.schema.timeline import Timeline
 from synth.session import SessionOutput, make_session
 from synth.stages.label import turns_of
 from synth.stages.paraling import PHENOMENON_OF, decorate
@@ -122,8 +121,7 @@ class View:
     def __init__(self, rec: SessionRecord):
         self.rec = rec
         self.ev = {e.id: e for e in rec.events}
-        tl = Timeline(sample_rate=rec.sample_rate, num_samples=rec.num_samples, events=rec.events,
-                      work=rec.delegations)
+        tl = rec.timeline()
         self.sys_turns, self.usr_turns = turns_of(tl, "system"), turns_of(tl, "user")
 
     def frames(self, e) -> range:
@@ -577,14 +575,12 @@ def test_labels_at_other_frame_periods_pass_the_checks(env, pid):
     """The same timeline labelled at 20, 40 and 1000 ms passes §5 and keeps its markers' order."""
     from synth.schema.labels import FrameLabels
     from synth.stages import qa
-    from synth.stages.label import frame_channels, with_backend_frames
+    from synth.stages.label import frame_channels
 
     rec, _ = session(env, pid)
-    tl = Timeline(sample_rate=rec.sample_rate, num_samples=rec.num_samples, events=rec.events,
-                  work=rec.delegations)
+    t = rec.timeline()
     kinds80 = sorted(m.type for m in rec.markers)
     for period in (20, 40, 1000):
-        t = with_backend_frames(tl, period)
         ch = frame_channels(t, period)
         n = ch["num_frames"]
         labels = FrameLabels(frame_period_s=period / 1000, num_frames=n, sys_action=ch["sys_action"].tolist(),

@@ -13,7 +13,7 @@ from synth.schema.labels import HOLD, FrameLabels, Marker
 from synth.schema.plan import Plan, PlannedWord, PlannedWork
 from synth.schema.timeline import BackendMessage, StateTime
 from synth.stages import qa
-from synth.stages.label import frame_channels
+from synth.stages.label import frame_channels, frame_of, recorded_work
 from synth.stages.place import place
 from test_clock import build, ev, tone
 
@@ -100,14 +100,28 @@ def test_deliver_without_inject_and_after_ttl(good):
 def test_work_item_rules(good):
     w = good.work[0]
     tl = with_work(good, states=list(reversed(w.states)))
-    assert "work_states:w1" in qa.check_work(tl, P)
-    assert "stale_delivered:w1" in qa.check_work(with_work(good, stale=True), P)
-    assert "cancelled_not_dropped:w1" in qa.check_work(with_work(good, cancel_sample=w.open_sample), P)
-    msg = BackendMessage(kind="result", sample=w.inject_sample, frame=w.inject_sample // 1280 + 3, text="x")
-    assert "backend_frame:w1" in qa.check_work(with_work(good, backend=[msg]), P)
+    assert "work_states:w1" in qa.check_work(tl)
+    assert "stale_delivered:w1" in qa.check_work(with_work(good, stale=True))
+    assert "cancelled_not_dropped:w1" in qa.check_work(with_work(good, cancel_sample=w.open_sample))
     cancelled = [StateTime(state="QUEUED", sample=1), StateTime(state="CANCELLING", sample=2),
                  StateTime(state="CANCELLED", sample=3)]
-    assert qa.check_work(with_work(good, states=cancelled), P) == []
+    assert qa.check_work(with_work(good, states=cancelled)) == []
+
+
+@pytest.mark.parametrize("period", [20, 80, 1000])
+def test_backend_frames_are_computed_from_samples(good, period):
+    """The timeline holds no frames; the record's frame of a backend message and its
+    ``backend_inject`` marker are both ``frame_of`` its sample at the period labelled."""
+    w = good.work[0]
+    note = BackendMessage(kind="progress", sample=w.open_sample + 5 * SR // 4, text="<backend>progress: x</backend>")
+    tl = with_work(good, backend=[note, BackendMessage(kind="result", sample=w.inject_sample, text="y")])
+    assert "frame" not in BackendMessage.model_fields
+    rec = recorded_work(tl, period)[0]
+    want = [frame_of(m.sample, SR, period) for m in tl.work[0].backend]
+    assert [m.frame for m in rec.backend] == want == [m.sample // (SR * period // 1000) for m in tl.work[0].backend]
+    assert want[0] != want[1] and rec.on_timeline() == tl.work[0]
+    marks = {m.ref: m.frame for m in labels_of(tl, period).markers if m.type == "backend_inject"}
+    assert marks == {"w1:progress": want[0], "w1": want[1]}
 
 
 def test_vad_outside_events(good):

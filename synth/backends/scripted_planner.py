@@ -2,12 +2,13 @@
 
 Structure and content are separate. The builder below decides which phenomena occur, in which
 order, who speaks and how each event attaches (the skeleton), at the seed's rates per exchange (a
-family name sets the rate of each of its items). Every line comes from a :class:`Script`: one
-frame of the seed's domain (``synth/data/frames/<domain>.yaml``) with its slot values drawn once
-for the session, so an answer answers its request with the same dish, order number or city, a
-correction changes a value that was said and the next answer uses the new one, and a delegation's
-acknowledgement, progress note and result report the same task (CONTENT.md). A variant whose
-content the frame does not have (no question back for this follow-up) is not drawn.
+family name sets the rate of each of its items). Every line comes from a ``Script`` (the
+content, ``synth/backends/script.py``): one frame of the seed's domain
+(``synth/data/frames/<domain>.yaml``) with its slot values drawn once for the session, so an
+answer answers its request with the same dish, order number or city, a correction changes a value
+that was said and the next answer uses the new one, and a delegation's acknowledgement, progress
+note and result report the same task (CONTENT.md). A variant whose content the frame does not
+have (no question back for this follow-up) is not drawn.
 
 Hesitations, non-verbal sounds and background media are added afterwards by the paralinguistic
 pass (``stages.paraling``), for any planner; latched starts and deferred results are settled by
@@ -16,10 +17,6 @@ the clock. A seed asking for something the planner does not realise is refused a
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
-from functools import lru_cache
-
 import numpy as np
 
 from ..errors import UserError
@@ -27,14 +24,14 @@ from ..schema.phenomena import REGISTRY
 from ..schema.plan import Plan, PlannedEvent, PlannedWork, PlannedWord
 from ..schema.seed import ScenarioSeed
 from ..text import tokenize
-from .frames import Delegation, Frame, Unit, _texts, block, common_content, domain_content, fill
+from .frames import Unit, block, fill
+from .script import Script, Task, join_lines, tasks_of
 
 __all__ = ["ScriptedPlanner", "tokenize", "SUPPORTED"]
 
 SUPPORTED = set(REGISTRY)
 """Every registry item: planned here, or added by the paralinguistic pass, or (latched start,
 deferred result) decided by the clock from the plan's request and the drawn times."""
-CONTENT_VERSION = "frames-v1"
 
 # answer variants: one of those whose rate fires (and whose content exists) is realised per answer
 ANSWER_VARIANTS = (
@@ -71,7 +68,7 @@ class ScriptedPlanner:
             blk = block(seed.domain, seed.language)
         except UserError as e:
             raise UserError(f"{where}{e}") from None
-        if seed.rates.get("delegate_with_ack", 0) > 0 and not _tasks(blk.frames, seed):
+        if seed.rates.get("delegate_with_ack", 0) > 0 and not tasks_of(blk.frames, seed):
             tools = [t.name for t in seed.tools]
             raise UserError(f"{where}tools: no tool of the catalogue has delegations in the content of domain "
                             f"{seed.domain!r} (got {tools})")
@@ -79,174 +76,6 @@ class ScriptedPlanner:
     def plan(self, seed: ScenarioSeed, session_id: str, rng: np.random.Generator) -> Plan:
         return _Builder(seed, session_id, rng).build()
 
-
-def _tasks(frames: list[Frame], seed: ScenarioSeed) -> list[tuple[Frame, Delegation]]:
-    tools = {t.name for t in seed.tools}
-    return [(f, d) for f in frames for d in f.delegations if d.tool in tools]
-
-
-_REFERS = re.compile(r"\b(it|that|this|them|there|those|these)\b|这个|那个|这些|那些|它|那边|这边|那里|这里", re.I)
-"""Words that point back at something said before: a request from another frame must not use them."""
-_A_AN = re.compile(r"\b([Aa])(n?) ([A-Za-z][\w'-]*)")
-_VOWEL_SOUND_EXCEPT = ("uni", "use", "usu", "uti", "eu", "one", "once", "ur")
-_SILENT_H = ("hour", "honest", "honour", "honor", "heir", "herb")
-
-
-def _article(m: re.Match) -> str:
-    """'a' or 'an' as the next word is said, where a slot value follows the article."""
-    a, word = m.group(1), m.group(3)
-    low = word.lower()
-    if word.isupper() and len(word) > 1:  # an SMS, an MRI, a UK number: letters as said; leave them
-        return m.group(0)
-    vowel = (low[0] in "aeiou" and not low.startswith(_VOWEL_SOUND_EXCEPT)) or low.startswith(_SILENT_H)
-    return f"{a}{'n' if vowel else ''} {word}"
-
-
-def _line(text: str, values: dict[str, str], start: bool = True) -> str:
-    """A template with the session's values: an article before a value agrees with it, and a line
-    that starts with a value in lower case ("the Elm Street surgery has ...") gets its capital."""
-    line = fill(text, values)
-    if re.search(r"\b[Aa]n? \{", text):
-        line = _A_AN.sub(_article, line)
-    return line[:1].upper() + line[1:] if start and line[:1].islower() and text[:1] == "{" else line
-
-
-@dataclass
-class Task:
-    """A delegation of the session with its slot values (the frame's and its own)."""
-
-    delegation: Delegation
-    values: dict[str, str]
-    frame_id: str = ""
-    user: list[str] = field(default_factory=list)
-    """The request lines that can be said here (all of them, in the task's own frame)."""
-
-    def __post_init__(self):
-        self.user = self.user or list(self.delegation.user)
-
-    def say(self, text: str) -> str:
-        return _line(text, self.values)
-
-
-@dataclass
-class Script:
-    """The session's content: the current frame, its slot values, the units not yet said."""
-
-    seed: ScenarioSeed
-    rng: np.random.Generator
-    frame: Frame | None = None
-    values: dict[str, str] = field(default_factory=dict)
-    followups: list[Unit] = field(default_factory=list)
-    new_requests: list[Unit] = field(default_factory=list)
-    dictation: list = field(default_factory=list)
-    used_frames: list[str] = field(default_factory=list)
-    log: dict = field(default_factory=lambda: {"content": CONTENT_VERSION, "frames": [], "corrections": [],
-                                               "supersedes": [], "work": {}})
-
-    def __post_init__(self):
-        self.said: dict[str, set[int]] = {}
-        self.blk = block(self.seed.domain, self.seed.language)
-        self.common = common_content()[self.seed.language]
-        self.enter(self.choose(self.blk.frames))
-
-    def choose(self, items):
-        return items[int(self.rng.integers(len(items)))]
-
-    def draw(self, slots: dict[str, list[str]]) -> dict[str, str]:
-        return {k: self.choose(v) for k, v in slots.items()}
-
-    def enter(self, frame: Frame) -> None:
-        """Make ``frame`` the topic: draw its slots, shuffle its follow-ups."""
-        self.frame, self.values = frame, self.draw(frame.slots)
-        self.values["topic"] = fill(frame.topic, self.values)
-        order = self.rng.permutation(len(frame.followups))
-        self.followups = [frame.followups[int(i)] for i in order]
-        self.new_requests = list(frame.new_requests)
-        self.dictation = list(frame.dictation)
-        self.used_frames.append(frame.id)
-        self.log["frames"].append({"id": frame.id, "slots": dict(self.values)})
-
-    def say(self, text: str, **extra: str) -> str:
-        """The line with the session's values; a line that now starts with a value in lower case
-        ("the Elm Street surgery has ...") starts with a capital."""
-        return _line(text, {**self.values, **extra})
-
-    def say_on(self, text: str) -> str:
-        """A piece that goes on from an earlier one (a split's tail, a list item): no capital added."""
-        return _line(text, self.values, start=False)
-
-    def pickc(self, key: str):
-        return self.choose(self.common[key])
-
-    def once(self, key: str):
-        """A line of the block's ``key`` list not yet said in this session (all said: any)."""
-        items = getattr(self.blk, key)
-        used = self.said.setdefault(key, set())
-        rest = [i for i in range(len(items)) if i not in used] or list(range(len(items)))
-        i = self.choose(rest)
-        used.add(i)
-        return items[i]
-
-    def next_followup(self) -> Unit:
-        """The next follow-up on the topic; when they run out, the next frame's request."""
-        if not self.followups:
-            rest = [f for f in self.blk.frames if f.id not in self.used_frames] or self.blk.frames
-            self.enter(self.choose(rest))
-            return self.frame.request
-        return self.followups.pop()
-
-    def other_frame(self) -> Frame | None:
-        rest = [f for f in self.blk.frames if f.id not in self.used_frames]
-        return self.choose(rest) if rest else None
-
-    def task(self, exclude: list[Delegation] = ()) -> Task | None:
-        """A delegation of the current frame, else one of another frame that brings its own slot
-        values, said with a request line that stands alone (names its thing, no 'it' or 这个)."""
-        mine = [d for f, d in _tasks([self.frame], self.seed) if d not in exclude]
-        if mine:
-            d = self.choose(mine)
-            return Task(d, {**self.values, **self.draw(d.slots)}, self.frame.id)
-        others = [(f, d, [u for u in d.user if not _REFERS.search(u)])
-                  for f, d in _tasks(self.blk.frames, self.seed) if d not in exclude]
-        others = [o for o in others if o[2]]
-        if not others:
-            return None
-        f, d, lines = self.choose(others)
-        vals = self.draw(f.slots)
-        return Task(d, {**vals, "topic": fill(f.topic, vals), **self.draw(d.slots)}, f.id, lines)
-
-
-_STARTERS = set("""what how when where why which who whose can could would will should shall is are was were do does
-did have has please and also so okay ok sure yes yeah no actually sorry then that this these those it its the a an
-my our your we you they let leave keep put try use add turn set go just maybe any anything if there""".split())
-
-
-@lru_cache(maxsize=None)
-def _lower_words(domain: str) -> frozenset[str]:
-    """English words the domain's content writes in lower case somewhere: common words, not names."""
-    d = domain_content(domain)
-    text = " ".join(t for blk in (d.en, d.en_zh) for _, t in _texts(blk.model_dump()))
-    return frozenset(w for w in re.findall(r"[A-Za-z']+", text) if w.islower())
-
-
-def _lower_first(text: str, domain: str | None = None) -> str:
-    """Lower-case a sentence's first word when it goes on after a comma; names stay as they are."""
-    head = text.split(" ", 1)[0]
-    word = head.rstrip(",.?!'")
-    common = word.lower() in _STARTERS or (domain is not None and word.lower() in _lower_words(domain))
-    mixed_case = word[1:] != word[1:].lower()  # PayNow, WhatsApp: a name however it is spelt elsewhere
-    if common and not mixed_case and not head.isupper() and word not in ("I", "I'm", "I'd", "I've", "I'll"):
-        return text[:1].lower() + text[1:]
-    return text
-
-
-def _join(head: str, tail: str, domain: str | None = None) -> str:
-    """Two pieces of one line: a space where either side is English at the join; an English tail
-    after a comma (or no punctuation) goes on in lower case."""
-    sep = " " if head[-1:].isascii() or tail[:1].isascii() else ""
-    if tail[:1].isascii() and head[-1:] not in ".?!。？！":
-        tail = _lower_first(tail, domain)
-    return head + sep + tail
 
 
 def _turn_words(events: list[PlannedEvent], last: PlannedEvent) -> list[PlannedWord]:
@@ -333,7 +162,7 @@ class _Builder:
             tags = list(first_tags)
             if filler:
                 f = self.pickc("filler")
-                text, tags = _join(f + ("," if f.isascii() else "，"), text, self.seed.domain), tags + ["filled_pause"]
+                text, tags = join_lines(f + ("," if f.isascii() else "，"), text, self.seed.domain), tags + ["filled_pause"]
             words = tokenize(text)
             return self.add("user", act, words, "take", rel, after, tags, **gap), None
         if shape == "list_dictation":
@@ -348,14 +177,14 @@ class _Builder:
             return ev, [self.script.say(t) for t in d.system]
         if shape == "complete_sounding_pause":
             bridge, line = self.pickc("continuation"), self.script.say(self.choose(unit.user))
-            head, tail = self.pickc("complete_sounding"), _join(bridge, line, self.seed.domain)
+            head, tail = self.pickc("complete_sounding"), join_lines(bridge, line, self.seed.domain)
         else:
             head, tail = self._split(unit)
         head_words = tokenize(head)
         kind = {"long_thinking_pause": "long", "complete_sounding_pause": "long",
                 "trailing_conjunction": "hesitation"}.get(shape, "within_turn")
         if shape == "trailing_conjunction":
-            head_words = tokenize(_join(head.rstrip(",，、"), self.pickc("conjunction")))
+            head_words = tokenize(join_lines(head.rstrip(",，、"), self.pickc("conjunction")))
         tags = [shape]
         if filler and shape != "trailing_conjunction":
             head_words = head_words + self.filler()
@@ -384,7 +213,7 @@ class _Builder:
             return reply
         back = self.script.say(st.readdress)
         line = self.script.say(self.choose(unit.user))
-        text = _join(back, line, self.seed.domain)
+        text = join_lines(back, line, self.seed.domain)
         return self.add("user", "readdress", text, "take", "responds_to", reply, ["readdress_after_side_talk"])
 
     def exchange(self, after: PlannedEvent | None, first: bool = False) -> PlannedEvent:
@@ -473,7 +302,7 @@ class _Builder:
         if variant == "system_self_repair":
             act, tags = "system_self_repair", tags + [variant]
         if kw.get("gap_kind") == "dispreferred":
-            words = tokenize(_join(self.pickc("dispreferred_prefix"), text, self.seed.domain))
+            words = tokenize(join_lines(self.pickc("dispreferred_prefix"), text, self.seed.domain))
             tags = tags + ["dispreferred_answer"]
         ans = self.add("system", act, words, "take", "responds_to", user_ev, tags, **kw)
         n = len(ans.words)
@@ -619,7 +448,7 @@ class _Builder:
     def build(self) -> Plan:
         s = self.script
         n = max(2, int(self.seed.exchanges.sample(self.rng)))
-        delegate_at = int(self.rng.integers(1, n)) if self.rate("delegate_with_ack") and _tasks(s.blk.frames, self.seed) else -1
+        delegate_at = int(self.rng.integers(1, n)) if self.rate("delegate_with_ack") and tasks_of(s.blk.frames, self.seed) else -1
         opening = None
         if self.rate("proactive_opening"):
             name = self.seed.personas.user.name

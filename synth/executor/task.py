@@ -61,7 +61,7 @@ def run_task(spec: RunSpec, rank: int) -> TaskStats:
     """
     from ..backends.planner import make_planner
     from ..rng import stream
-    from ..session import SessionOutput, Timer, make_session
+    from ..session import Timer
 
     t_start = time.perf_counter()
     cfg = spec.config
@@ -72,33 +72,12 @@ def run_task(spec: RunSpec, rank: int) -> TaskStats:
     planner = make_planner(cfg.planner)
     timer = Timer()
     writer = ShardWriter(out, name, cfg.output.formats)
-    rejects: list[Reject] = []
-    counts: dict[str, dict] = {"phenomena": {}, "languages": {}, "families": {}, "phenomena_by_language": {}}
-    audio_s = 0.0
     if hasattr(planner, "prefetch") and spec.plans is None:  # the LLM planner asks for a task's plans concurrently
         t0 = time.perf_counter()
         planner.prefetch([(seed, sid, stream(cfg.seed, sid, "plan")) for sid, seed in spec.session_ids(rank)])
         timer.add("plan", t0)
     try:
-        for sid, seed in spec.session_ids(rank):
-            check_stop()
-            try:
-                result = make_session(cfg, seed, cfg.seed, sid, planner, tts, timer, spec.bank, spec.plan_for(sid))
-            except Exception as e:
-                raise RuntimeError(f"session {sid} ({seed.id}): {type(e).__name__}: {e}") from e
-            check_stop()
-            if not isinstance(result, SessionOutput):
-                rejects.append(result)
-                continue
-            t0 = time.perf_counter()
-            writer.add(result)
-            timer.stages["write"] = timer.stages.get("write", 0.0) + time.perf_counter() - t0
-            audio_s += result.record.duration_s
-            _count(counts["languages"], [result.record.language])
-            _count(counts["phenomena"], [h.id for h in result.record.phenomena])
-            _count(counts["families"], [h.family for h in result.record.phenomena])
-            _count(counts["phenomena_by_language"],
-                   [f"{result.record.language}/{h.id}" for h in result.record.phenomena])
+        rejects, counts, audio_s = _make_sessions(spec, rank, planner, tts, timer, writer)
         writer.close()
     except BaseException:
         writer.abort()
@@ -113,12 +92,49 @@ def run_task(spec: RunSpec, rank: int) -> TaskStats:
         **{k: dict(sorted(v.items())) for k, v in counts.items()},
         llm_usage=planner.usage() if hasattr(planner, "usage") else {},
     )
+    _finish_task(out, rank, stats, rejects, writer.files)
+    return stats
+
+
+def _make_sessions(spec: RunSpec, rank: int, planner, tts, timer, writer: ShardWriter
+                   ) -> tuple[list[Reject], dict[str, dict], float]:
+    """Make each session of ``rank`` and hand it to ``writer``: the rejects, the counts by
+    language, phenomenon and family, and the seconds of audio written."""
+    from ..session import SessionOutput, make_session
+
+    cfg = spec.config
+    rejects: list[Reject] = []
+    counts: dict[str, dict] = {"phenomena": {}, "languages": {}, "families": {}, "phenomena_by_language": {}}
+    audio_s = 0.0
+    for sid, seed in spec.session_ids(rank):
+        check_stop()
+        try:
+            result = make_session(cfg, seed, cfg.seed, sid, planner, tts, timer, spec.bank, spec.plan_for(sid))
+        except Exception as e:
+            raise RuntimeError(f"session {sid} ({seed.id}): {type(e).__name__}: {e}") from e
+        check_stop()
+        if not isinstance(result, SessionOutput):
+            rejects.append(result)
+            continue
+        t0 = time.perf_counter()
+        writer.add(result)
+        timer.stages["write"] = timer.stages.get("write", 0.0) + time.perf_counter() - t0
+        rec = result.record
+        audio_s += rec.duration_s
+        _count(counts["languages"], [rec.language])
+        _count(counts["phenomena"], [h.id for h in rec.phenomena])
+        _count(counts["families"], [h.family for h in rec.phenomena])
+        _count(counts["phenomena_by_language"], [f"{rec.language}/{h.id}" for h in rec.phenomena])
+    return rejects, counts, audio_s
+
+
+def _finish_task(out: Store, rank: int, stats: TaskStats, rejects: list[Reject], shard_files: dict) -> None:
+    """The task's rejects file, then its marker proving every file it wrote."""
     rejects_rel = f"tasks/{rank:05d}.rejects.jsonl"
     out.write_text(rejects_rel, "".join(json.dumps(r.model_dump(), sort_keys=True) + "\n" for r in rejects))
-    files = {**writer.files, rejects_rel: file_proof(out, rejects_rel, len(rejects))}
+    files = {**shard_files, rejects_rel: file_proof(out, rejects_rel, len(rejects))}
     # the marker goes last: its presence means the files it lists are final, and it proves them
     out.write_text(marker_name(rank), json.dumps({**stats.model_dump(), "files": files}, indent=1, sort_keys=True))
-    return stats
 
 
 def read_marker(store: Store, rank: int) -> tuple[TaskStats, dict[str, dict] | None]:

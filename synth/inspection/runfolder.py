@@ -31,8 +31,7 @@ class Session:
 
     @property
     def timeline(self) -> Timeline:
-        r = self.record
-        return Timeline(sample_rate=r.sample_rate, num_samples=r.num_samples, events=r.events, work=r.delegations)
+        return self.record.timeline()
 
     def decode(self, channel: str):
         """``(float32 samples, sample_rate)`` of ``user`` or ``system``."""

@@ -8,7 +8,7 @@ from pydantic import Field
 
 from .common import Language, Model, Slug
 from .labels import Marker
-from .timeline import PlacedEvent, WorkItem
+from .timeline import BackendMessage, PlacedEvent, Timeline, WorkItem
 
 
 class PhenomenonHit(Model):
@@ -55,6 +55,26 @@ class RenderSpec(Model):
     clock: dict[str, dict[str, list[float]]]
 
 
+class RecordedMessage(BackendMessage):
+    """A backend message as written: ``frame`` is the frame of its ``backend_inject`` marker at the
+    record's frame period, computed from ``sample`` when the labels are made
+    (``stages.label.recorded_work``); ``synth validate`` checks it against the sample."""
+
+    frame: int = Field(ge=0)
+
+
+class RecordedWork(WorkItem):
+    """A work item as written: its backend messages carry their frames."""
+
+    backend: list[RecordedMessage] = Field(default_factory=list)
+
+    def on_timeline(self) -> WorkItem:
+        """The work item without the frames (the timeline holds samples only)."""
+        fields = {k: getattr(self, k) for k in WorkItem.model_fields if k != "backend"}
+        return WorkItem(**fields, backend=[BackendMessage(kind=m.kind, sample=m.sample, text=m.text)
+                                           for m in self.backend])
+
+
 class SessionRecord(Model):
     """The metadata of a session: identical in the Parquet row and the WebDataset ``.json``."""
 
@@ -74,13 +94,18 @@ class SessionRecord(Model):
     usr_vad: list[int]
     markers: list[Marker]
     events: list[PlacedEvent]
-    delegations: list[WorkItem]
+    delegations: list[RecordedWork]
     phenomena: list[PhenomenonHit]
     scene: dict[str, Any]
     seed: int
     planner: str
     planner_meta: dict[str, Any] = Field(default_factory=dict)
     render_spec: RenderSpec | None = None
+
+    def timeline(self) -> Timeline:
+        """The session's timeline, rebuilt from the record (samples only, no frames)."""
+        return Timeline(sample_rate=self.sample_rate, num_samples=self.num_samples, events=self.events,
+                        work=[w.on_timeline() for w in self.delegations])
 
 
 class Reject(Model):

@@ -55,13 +55,12 @@ class StateTime(Model):
 class BackendMessage(Model):
     """Text the backend hands the system, as a trainer injects it: ``<backend>...</backend>``.
 
-    ``sample`` is the injection time; ``frame`` the frame of the ``backend_inject`` marker at the
-    session's frame period (filled in by the label stage).
+    ``sample`` is the injection time. Its frame depends on the frame period, so the timeline does
+    not hold it: labels compute it (``stages.label.frame_of``).
     """
 
     kind: Literal["progress", "result", "error"]
     sample: int = Field(ge=0)
-    frame: int | None = Field(default=None, ge=0)
     text: str
 
 

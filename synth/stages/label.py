@@ -13,7 +13,8 @@ import numpy as np
 from ..schema.labels import (
     DELEGATE, HOLD, LISTEN, NOT_HOLD, RELEASE, SPEAK, TAKE, TURN_EOS, FrameLabels, Marker,
 )
-from ..schema.timeline import PlacedEvent, Timeline
+from ..schema.record import RecordedMessage, RecordedWork
+from ..schema.timeline import PlacedEvent, Timeline, WorkItem
 
 FLOOR_SPEAKERS = {"system", "user"}
 # When two facts land on one frame the floor channel shows the stronger one.
@@ -98,6 +99,12 @@ def period_samples(sample_rate: int, frame_period_ms: int) -> int:
     return period
 
 
+def frame_of(sample: int, sample_rate: int, frame_period_ms: int) -> int:
+    """The frame that holds ``sample`` (frame k covers ``[k*P, (k+1)*P)``): where a point marker
+    (``backend_inject``, ``deliver_start``, ``cancel``, ``stale_drop``) and a backend message land."""
+    return sample // period_samples(sample_rate, frame_period_ms)
+
+
 def frame_channels(timeline: Timeline, frame_period_ms: int) -> dict:
     """``sys_action``, ``sys_floor``, ``usr_floor`` and markers of a timeline (no VAD)."""
     period = period_samples(timeline.sample_rate, frame_period_ms)
@@ -117,19 +124,7 @@ def frame_channels(timeline: Timeline, frame_period_ms: int) -> dict:
         action[first : min(last, n - 1) + 1] = DELEGATE
         markers.append((first, "delegate_open", w.work_id))
         markers.append((last, "delegate_close", w.work_id))
-        if w.backend:
-            for msg in w.backend:
-                ref = w.work_id if msg.kind != "progress" else f"{w.work_id}:progress"
-                markers.append((msg.sample // period, "backend_inject", ref))
-        elif w.inject_sample is not None:
-            markers.append((w.inject_sample // period, "backend_inject", w.work_id))
-        if w.deliver_sample is not None:
-            markers.append((w.deliver_sample // period, "deliver_start", w.work_id))
-        if w.cancel_sample is not None:
-            markers.append((w.cancel_sample // period, "cancel", w.work_id))
-        if w.stale:
-            drop = w.drop_sample if w.drop_sample is not None else w.complete_sample
-            markers.append((drop // period, "stale_drop", w.work_id))
+        markers += work_points(w, timeline.sample_rate, frame_period_ms)
     markers = sorted(m for m in markers if m[0] < n)
     return {
         "frame_period_s": frame_period_ms / 1000,
@@ -141,12 +136,33 @@ def frame_channels(timeline: Timeline, frame_period_ms: int) -> dict:
     }
 
 
-def with_backend_frames(timeline: Timeline, frame_period_ms: int) -> Timeline:
-    """The timeline with each backend message's injection frame filled in."""
-    period = period_samples(timeline.sample_rate, frame_period_ms)
-    work = [w.model_copy(update={"backend": [m.model_copy(update={"frame": m.sample // period}) for m in w.backend]})
+def work_points(w: WorkItem, sample_rate: int, frame_period_ms: int) -> list[tuple[int, str, str]]:
+    """The point markers of a work item, ``(frame, type, ref)``: each backend message's
+    ``backend_inject`` (or the item's inject sample), ``deliver_start``, ``cancel``, ``stale_drop``."""
+    def at(sample: int) -> int:
+        return frame_of(sample, sample_rate, frame_period_ms)
+
+    out = [(at(m.sample), "backend_inject", w.work_id if m.kind != "progress" else f"{w.work_id}:progress")
+           for m in w.backend]
+    if not w.backend and w.inject_sample is not None:
+        out.append((at(w.inject_sample), "backend_inject", w.work_id))
+    if w.deliver_sample is not None:
+        out.append((at(w.deliver_sample), "deliver_start", w.work_id))
+    if w.cancel_sample is not None:
+        out.append((at(w.cancel_sample), "cancel", w.work_id))
+    if w.stale:
+        out.append((at(w.drop_sample if w.drop_sample is not None else w.complete_sample), "stale_drop", w.work_id))
+    return out
+
+
+def recorded_work(timeline: Timeline, frame_period_ms: int) -> list[RecordedWork]:
+    """The work items as the record writes them: each backend message with its frame (``frame_of``)."""
+    sr = timeline.sample_rate
+    return [RecordedWork(**{k: getattr(w, k) for k in WorkItem.model_fields if k != "backend"},
+                         backend=[RecordedMessage(kind=m.kind, sample=m.sample, text=m.text,
+                                                  frame=frame_of(m.sample, sr, frame_period_ms))
+                                  for m in w.backend])
             for w in timeline.work]
-    return timeline.model_copy(update={"work": work})
 
 
 def vad_frames(stem: np.ndarray, sample_rate: int, frame_period_ms: int,

@@ -53,7 +53,7 @@ def check_labels(tl: Timeline, labels: FrameLabels, frame_period_ms: int, ttl_ms
                 bad.append(f"inject_after_ttl:{w.work_id}")
     if any(c > 1 for c in per_turn.values()):
         bad.append("several_delegate_spans_in_one_turn")
-    bad += check_work(tl, frame_period_ms)
+    bad += check_work(tl)
     return bad
 
 
@@ -62,11 +62,9 @@ _NEXT = {"QUEUED": {"RUNNING", "CANCELLING"}, "RUNNING": {"COMPLETED", "FAILED",
          "DELIVERING": {"DELIVERED"}, "CANCELLING": {"CANCELLED"}, "DELIVERED": set(), "CANCELLED": set()}
 
 
-def check_work(tl: Timeline, frame_period_ms: int) -> list[str]:
-    """R6 work items: legal state sequence in time order; stale items never delivered; frames of
-    backend messages at their samples."""
+def check_work(tl: Timeline) -> list[str]:
+    """R6 work items: legal state sequence in time order; stale items never delivered."""
     bad: list[str] = []
-    period = period_samples(tl.sample_rate, frame_period_ms)
     for w in tl.work:
         seq = [s.state for s in w.states]
         times = [s.sample for s in w.states]
@@ -77,8 +75,6 @@ def check_work(tl: Timeline, frame_period_ms: int) -> list[str]:
             bad.append(f"stale_delivered:{w.work_id}")
         if w.cancel_sample is not None and not w.stale:
             bad.append(f"cancelled_not_dropped:{w.work_id}")
-        if any(m.frame is not None and m.frame != m.sample // period for m in w.backend):
-            bad.append(f"backend_frame:{w.work_id}")
     return bad
 
 

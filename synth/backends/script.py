@@ -1,0 +1,192 @@
+"""The scripted planner's content: one frame of the seed's domain at a time, its slot values and the lines said.
+
+A :class:`Script` holds the session's current frame (``synth/data/frames/<domain>.yaml``) with its
+slot values drawn once for the session, the follow-ups and requests not yet said, and a log of the
+frames, corrections and work it used; :class:`Task` is one delegation with its values. The lines
+are the content's templates filled with those values (an article agrees with the value after it,
+a line that starts with a value gets its capital, two pieces join with the space or none that
+their languages want). Which events occur and how they attach is decided by the skeleton in
+``scripted_planner``; this module only says what they say.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+from ..schema.seed import ScenarioSeed
+from .frames import Delegation, Frame, Unit, _texts, block, common_content, domain_content, fill
+
+CONTENT_VERSION = "frames-v1"
+
+
+def tasks_of(frames: list[Frame], seed: ScenarioSeed) -> list[tuple[Frame, Delegation]]:
+    tools = {t.name for t in seed.tools}
+    return [(f, d) for f in frames for d in f.delegations if d.tool in tools]
+
+
+_REFERS = re.compile(r"\b(it|that|this|them|there|those|these)\b|这个|那个|这些|那些|它|那边|这边|那里|这里", re.I)
+"""Words that point back at something said before: a request from another frame must not use them."""
+_A_AN = re.compile(r"\b([Aa])(n?) ([A-Za-z][\w'-]*)")
+_VOWEL_SOUND_EXCEPT = ("uni", "use", "usu", "uti", "eu", "one", "once", "ur")
+_SILENT_H = ("hour", "honest", "honour", "honor", "heir", "herb")
+
+
+def _article(m: re.Match) -> str:
+    """'a' or 'an' as the next word is said, where a slot value follows the article."""
+    a, word = m.group(1), m.group(3)
+    low = word.lower()
+    if word.isupper() and len(word) > 1:  # an SMS, an MRI, a UK number: letters as said; leave them
+        return m.group(0)
+    vowel = (low[0] in "aeiou" and not low.startswith(_VOWEL_SOUND_EXCEPT)) or low.startswith(_SILENT_H)
+    return f"{a}{'n' if vowel else ''} {word}"
+
+
+def _line(text: str, values: dict[str, str], start: bool = True) -> str:
+    """A template with the session's values: an article before a value agrees with it, and a line
+    that starts with a value in lower case ("the Elm Street surgery has ...") gets its capital."""
+    line = fill(text, values)
+    if re.search(r"\b[Aa]n? \{", text):
+        line = _A_AN.sub(_article, line)
+    return line[:1].upper() + line[1:] if start and line[:1].islower() and text[:1] == "{" else line
+
+
+@dataclass
+class Task:
+    """A delegation of the session with its slot values (the frame's and its own)."""
+
+    delegation: Delegation
+    values: dict[str, str]
+    frame_id: str = ""
+    user: list[str] = field(default_factory=list)
+    """The request lines that can be said here (all of them, in the task's own frame)."""
+
+    def __post_init__(self):
+        self.user = self.user or list(self.delegation.user)
+
+    def say(self, text: str) -> str:
+        return _line(text, self.values)
+
+
+@dataclass
+class Script:
+    """The session's content: the current frame, its slot values, the units not yet said."""
+
+    seed: ScenarioSeed
+    rng: np.random.Generator
+    frame: Frame | None = None
+    values: dict[str, str] = field(default_factory=dict)
+    followups: list[Unit] = field(default_factory=list)
+    new_requests: list[Unit] = field(default_factory=list)
+    dictation: list = field(default_factory=list)
+    used_frames: list[str] = field(default_factory=list)
+    log: dict = field(default_factory=lambda: {"content": CONTENT_VERSION, "frames": [], "corrections": [],
+                                               "supersedes": [], "work": {}})
+
+    def __post_init__(self):
+        self.said: dict[str, set[int]] = {}
+        self.blk = block(self.seed.domain, self.seed.language)
+        self.common = common_content()[self.seed.language]
+        self.enter(self.choose(self.blk.frames))
+
+    def choose(self, items):
+        return items[int(self.rng.integers(len(items)))]
+
+    def draw(self, slots: dict[str, list[str]]) -> dict[str, str]:
+        return {k: self.choose(v) for k, v in slots.items()}
+
+    def enter(self, frame: Frame) -> None:
+        """Make ``frame`` the topic: draw its slots, shuffle its follow-ups."""
+        self.frame, self.values = frame, self.draw(frame.slots)
+        self.values["topic"] = fill(frame.topic, self.values)
+        order = self.rng.permutation(len(frame.followups))
+        self.followups = [frame.followups[int(i)] for i in order]
+        self.new_requests = list(frame.new_requests)
+        self.dictation = list(frame.dictation)
+        self.used_frames.append(frame.id)
+        self.log["frames"].append({"id": frame.id, "slots": dict(self.values)})
+
+    def say(self, text: str, **extra: str) -> str:
+        """The line with the session's values; a line that now starts with a value in lower case
+        ("the Elm Street surgery has ...") starts with a capital."""
+        return _line(text, {**self.values, **extra})
+
+    def say_on(self, text: str) -> str:
+        """A piece that goes on from an earlier one (a split's tail, a list item): no capital added."""
+        return _line(text, self.values, start=False)
+
+    def pickc(self, key: str):
+        return self.choose(self.common[key])
+
+    def once(self, key: str):
+        """A line of the block's ``key`` list not yet said in this session (all said: any)."""
+        items = getattr(self.blk, key)
+        used = self.said.setdefault(key, set())
+        rest = [i for i in range(len(items)) if i not in used] or list(range(len(items)))
+        i = self.choose(rest)
+        used.add(i)
+        return items[i]
+
+    def next_followup(self) -> Unit:
+        """The next follow-up on the topic; when they run out, the next frame's request."""
+        if not self.followups:
+            rest = [f for f in self.blk.frames if f.id not in self.used_frames] or self.blk.frames
+            self.enter(self.choose(rest))
+            return self.frame.request
+        return self.followups.pop()
+
+    def other_frame(self) -> Frame | None:
+        rest = [f for f in self.blk.frames if f.id not in self.used_frames]
+        return self.choose(rest) if rest else None
+
+    def task(self, exclude: list[Delegation] = ()) -> Task | None:
+        """A delegation of the current frame, else one of another frame that brings its own slot
+        values, said with a request line that stands alone (names its thing, no 'it' or 这个)."""
+        mine = [d for f, d in tasks_of([self.frame], self.seed) if d not in exclude]
+        if mine:
+            d = self.choose(mine)
+            return Task(d, {**self.values, **self.draw(d.slots)}, self.frame.id)
+        others = [(f, d, [u for u in d.user if not _REFERS.search(u)])
+                  for f, d in tasks_of(self.blk.frames, self.seed) if d not in exclude]
+        others = [o for o in others if o[2]]
+        if not others:
+            return None
+        f, d, lines = self.choose(others)
+        vals = self.draw(f.slots)
+        return Task(d, {**vals, "topic": fill(f.topic, vals), **self.draw(d.slots)}, f.id, lines)
+
+
+_STARTERS = set("""what how when where why which who whose can could would will should shall is are was were do does
+did have has please and also so okay ok sure yes yeah no actually sorry then that this these those it its the a an
+my our your we you they let leave keep put try use add turn set go just maybe any anything if there""".split())
+
+
+@lru_cache(maxsize=None)
+def _lower_words(domain: str) -> frozenset[str]:
+    """English words the domain's content writes in lower case somewhere: common words, not names."""
+    d = domain_content(domain)
+    text = " ".join(t for blk in (d.en, d.en_zh) for _, t in _texts(blk.model_dump()))
+    return frozenset(w for w in re.findall(r"[A-Za-z']+", text) if w.islower())
+
+
+def _lower_first(text: str, domain: str | None = None) -> str:
+    """Lower-case a sentence's first word when it goes on after a comma; names stay as they are."""
+    head = text.split(" ", 1)[0]
+    word = head.rstrip(",.?!'")
+    common = word.lower() in _STARTERS or (domain is not None and word.lower() in _lower_words(domain))
+    mixed_case = word[1:] != word[1:].lower()  # PayNow, WhatsApp: a name however it is spelt elsewhere
+    if common and not mixed_case and not head.isupper() and word not in ("I", "I'm", "I'd", "I've", "I'll"):
+        return text[:1].lower() + text[1:]
+    return text
+
+
+def join_lines(head: str, tail: str, domain: str | None = None) -> str:
+    """Two pieces of one line: a space where either side is English at the join; an English tail
+    after a comma (or no punctuation) goes on in lower case."""
+    sep = " " if head[-1:].isascii() or tail[:1].isascii() else ""
+    if tail[:1].isascii() and head[-1:] not in ".?!。？！":
+        tail = _lower_first(tail, domain)
+    return head + sep + tail
