@@ -142,3 +142,18 @@ def test_a_number_beside_english_is_read_in_english_in_mixed_lines():
     ref = "OK， two hundred and fourteen dollars 的 waiver 我来 办， 等 一下。"
     assert error_rate(ref, "OK,214$的Waver我來辦等一下", "en-zh") == pytest.approx(1 / 14)  # waiver/waver
     assert tokens("大概10塊錢", "en-zh") == list("大概十块钱")
+
+
+def test_a_number_in_digits_is_read_the_way_the_reference_said_it():
+    # how Whisper formats a number is not how well it was spoken: clock times, ordinals, digit
+    # strings, thousands separators, years and units match their spoken reference
+    ref = "Then it's two thousand and sixty pounds in the account ending eight eight zero three."
+    assert error_rate(ref, "Then it's 2,060 lbs in the account ending 8803.", "en") == 0.0
+    assert error_rate("Make the reminder for four fifteen.", "Make the reminder for 4.15.", "en") == 0.0
+    assert error_rate("at nine oh five, on the twenty eighth", "at 9:05, on the 28th", "en") == 0.0
+    assert error_rate("born in nineteen ninety", "born in 1990", "en") == 0.0
+    assert error_rate("Okay, thanks.", "OK, thanks.", "en") == 0.0
+    assert error_rate("尾号是三零二九，九点四十到，买两个", "尾號是3029,9:40到,買2個", "zh") == 0.0
+    # a wrong number is still wrong: one substituted word (fifteen/sixteen) of six
+    assert error_rate("Make the reminder for four fifteen.", "Make the reminder for 4.16.", "en") == pytest.approx(1 / 6)
+    assert error_rate("尾号是三零二九", "尾号是3028", "zh") == pytest.approx(1 / 7)

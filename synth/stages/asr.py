@@ -19,6 +19,7 @@ transcript and the attempt kept land in the record (``scene["asr"]``).
 
 from __future__ import annotations
 
+import itertools
 import re
 import threading
 import unicodedata
@@ -78,7 +79,7 @@ def tokens(text: str, lang: str) -> list[str]:
     ['对', 'fee', '大', '概', '十', '块', '钱']
     """
     t = unicodedata.normalize("NFKC", text).lower()
-    t = _simplified(t) if lang != "en" else t
+    t = _OKAY.sub("ok", _simplified(t) if lang != "en" else t)
     t = _DOLLARS.sub(lambda m: f"{m.group(1) or m.group(2)} dollars ", t)
     t = _digits(t, lang)
     t = t.replace("-", " ") if lang == "en" else t
@@ -92,13 +93,105 @@ def edit_distance(ref: list[str], hyp: list[str]) -> int:
     return Levenshtein.distance(ref, hyp)
 
 
+_NUMBER = re.compile(r"\d+(?:[.:]\d+)?(?:st|nd|rd|th)?")
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_EN_UNITS = [(re.compile(r"£\s*(\d[\d.,]*)"), r"\1 pounds "), (re.compile(r"€\s*(\d[\d.,]*)"), r"\1 euros "),
+             (re.compile(r"(\d)\s*%"), r"\1 percent "), (re.compile(r"\blbs?\b"), "pounds"),
+             (re.compile(r"\s&\s"), " and ")]
+_OKAY = re.compile(r"\bokay\b")
+_ZH_DIGITS = "零一二三四五六七八九"
+_EN_DIGITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
+MAX_READINGS = 256
+
+
+def _en_readings(g: str) -> list[str]:
+    """How a number ASR wrote as digits may have been said in English."""
+    from num2words import num2words
+
+    core = g.rstrip("stndrh")
+    if core != g:
+        return [num2words(int(core), to="ordinal")]
+    if ":" in core or "." in core:
+        a, b = re.split(r"[.:]", core)
+        out = [num2words(float(core))] if "." in core else []
+        if len(b) == 2 and int(a) <= 24:
+            m = int(b)
+            out += [num2words(int(a)) + " o'clock", num2words(int(a))] if m == 0 else \
+                [num2words(int(a)) + " " + ("oh " + num2words(m) if m < 10 else num2words(m))]
+        return out or [num2words(float(core))]
+    n = int(core)
+    out = [num2words(n), " ".join(_EN_DIGITS[int(c)] for c in core), " ".join("oh" if c == "0" else _EN_DIGITS[int(c)] for c in core)]
+    if 1000 <= n <= 2999:
+        out.append(num2words(n, to="year"))
+    return out
+
+
+def _zh_readings(g: str) -> list[str]:
+    """How a number ASR wrote as digits may have been said in Mandarin."""
+    import cn2an
+
+    core = g.rstrip("stndrh")
+    if ":" in core:
+        a, b = core.split(":")
+        return [cn2an.an2cn(a) + "点" + (cn2an.an2cn(b) if int(b) else ""), cn2an.an2cn(a) + "点" + cn2an.an2cn(b) + "分"]
+    out = [cn2an.an2cn(core), "".join(_ZH_DIGITS[int(c)] if c.isdigit() else "点" for c in core)]
+    if core == "2":
+        out.append("两")
+    return out
+
+
+def _hyp_pieces(text: str, lang: str) -> list[list[str]]:
+    """``text`` cut into literal pieces and numbers; each number is the list of its possible
+    readings (English, Mandarin or both for en-zh)."""
+    t = unicodedata.normalize("NFKC", text).lower()
+    t = _OKAY.sub("ok", _simplified(t) if lang != "en" else t)
+    t = _THOUSANDS.sub("", t)
+    t = _DOLLARS.sub(lambda m: f"{m.group(1) or m.group(2)} dollars ", t)
+    if lang != "zh":
+        for pat, rep in _EN_UNITS:
+            t = pat.sub(rep, t)
+    pieces, pos = [], 0
+    for m in _NUMBER.finditer(t):
+        pieces.append([t[pos:m.start()]])
+        g = m.group()
+        readings = (_en_readings(g) if lang != "zh" else []) + (_zh_readings(g) if lang != "en" else [])
+        pieces.append([f" {r} " for r in dict.fromkeys(readings)])
+        pos = m.end()
+    pieces.append([t[pos:]])
+    return pieces
+
+
+def _scored(text: str, lang: str) -> list[str]:
+    t = text.replace("-", " ") if lang == "en" else text
+    return [w for w in (m.group() for m in _TOKEN.finditer(t)) if w not in FILLERS]
+
+
 def error_rate(ref_text: str, hyp_text: str, lang: str) -> float:
     """Edits (substitutions + deletions + insertions) over reference tokens; 0 for an empty
-    reference heard as nothing, 1 per inserted token for an empty reference."""
-    ref, hyp = tokens(ref_text, lang), tokens(hyp_text, lang)
+    reference heard as nothing, 1 per inserted token for an empty reference.
+
+    A number the ASR wrote in digits is read the way that fits the reference best (cardinal, digit by
+    digit, ordinal, clock time, year; English or Mandarin): how an ASR formats a number says nothing
+    of how well it was spoken.
+
+    >>> error_rate("Make the reminder for four fifteen.", "Make the reminder for 4.15.", "en")
+    0.0
+    """
+    ref = tokens(ref_text, lang)
+    pieces = _hyp_pieces(hyp_text, lang)
+    combos = 1
+    for p in pieces:
+        combos *= len(p)
+    if combos > MAX_READINGS:  # many numbers: each one's first reading
+        pieces = [p[:1] for p in pieces]
+    best = None
+    for choice in itertools.product(*pieces):
+        hyp = _scored("".join(choice), lang)
+        d = edit_distance(ref, hyp)
+        best = d if best is None else min(best, d)
     if not ref:
-        return float(len(hyp) > 0)
-    return edit_distance(ref, hyp) / len(ref)
+        return float(best > 0)
+    return best / len(ref)
 
 
 def event_lang(words) -> str:
