@@ -139,8 +139,6 @@ def test_unknown_voice_and_bad_model_path_are_user_errors(tts, tmp_path):
 
 def test_unknown_voice_in_a_run_is_one_line_without_jieba_chatter(tmp_path):
     """misaki's G2P loads jieba, which printed four lines ("Building prefix dict ...") before the error."""
-    import os
-
     import yaml
 
     from tests.test_errors_cli import ROOT, one_line, synth
