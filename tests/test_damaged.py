@@ -126,3 +126,41 @@ def test_a_damaged_marker_is_reported_not_a_crash(good, tmp_path):
     r = synth("validate", out)
     no_traceback(r)
     assert r.returncode == 1 and "tasks/00001.done.json: damaged marker" in r.stderr
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A tmpfs mount (root only) whose size the test sets: ``remount(bytes)``."""
+    where = tmp_path / "disk"
+    where.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("a small disk needs a tmpfs mount (root)")
+
+    def remount(size: int, first: bool = False):
+        opts = f"size={size // 1024 + 1}k" if first else f"remount,size={size // 1024 + 1}k"
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(where)], capture_output=True, text=True)
+        if r.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs ({r.stderr.strip()})")
+
+    remount(64 * 1024, first=True)
+    yield where, remount
+    subprocess.run(["umount", str(where)], check=True)
+
+
+def test_disk_full_names_the_file_and_a_resume_gives_clean_bytes(good, small_disk):
+    where, remount = small_disk
+    first = sum(p.stat().st_size for p in [good / "run.json", *(good / "shards").rglob("part-00000.*")])
+    remount(first + 256 * 1024)  # room for task 0 and the small files, not for task 1
+    out = where / "out"
+    r = synth("run", pipeline(good.parent), "--out", out, "--workers", "1")
+    no_traceback(r)
+    assert r.returncode == 1, r.stderr[-3000:]
+    assert "done" not in r.stderr.split()  # no "done N sessions" line: it says incomplete
+    failed = [l for l in r.stderr.splitlines() if "failed:" in l]
+    assert failed and all(str(out) in l and "No space left on device" in l for l in failed), r.stderr
+    assert not [p for p in (out / "shards").rglob(".*")]  # no temporaries left
+    remount(256 * 1024 * 1024)  # space freed: the same command finishes the run
+    r = synth("run", pipeline(good.parent), "--out", out, "--workers", "1")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert digest(out) == digest(good)
+    assert synth("validate", out).returncode == 0
