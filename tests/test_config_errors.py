@@ -217,7 +217,8 @@ def test_qa_rejects_a_silent_channel():
 
 # --- banks ---------------------------------------------------------------------------------------
 
-def _bank(folder: Path, names: list[str], truncate: set[str] = frozenset(), paths=None) -> Path:
+def _bank(folder: Path, names: list[str], truncate: set[str] = frozenset(), paths=None,
+          licence: str = "CC0-1.0") -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     tone = (0.3 * np.sin(np.arange(48000) / 7)).astype("float32")
     lines = []
@@ -226,7 +227,7 @@ def _bank(folder: Path, names: list[str], truncate: set[str] = frozenset(), path
         if name in truncate:
             raw = (folder / name).read_bytes()
             (folder / name).write_bytes(raw[: len(raw) // 2])
-        lines.append(json.dumps({"path": (paths or {}).get(name, name), "category": "hum", "licence": "CC0-1.0",
+        lines.append(json.dumps({"path": (paths or {}).get(name, name), "category": "hum", "licence": licence,
                                  "duration_s": 3.0, "sample_rate": 16000}))
     (folder / "manifest.jsonl").write_text("\n".join(lines) + "\n")
     return folder
@@ -250,6 +251,20 @@ def test_manifest_path_outside_the_bank_is_refused(capsys, tmp_path):
     bank = _bank(tmp_path / "b", ["a.flac"], paths={"a.flac": "../../../../etc/hostname.wav"})
     line = refused(capsys, "banks", "check", bank)
     assert "manifest.jsonl" in line and "outside the bank" in line and "hostname" in line
+
+
+@pytest.mark.parametrize("licence, ok", [
+    ("free", False), ("CC-BY-4", False), ("cc by", False), ("", False),
+    ("CC-BY-SA-3.0", True), ("MIT OR CC0-1.0", True), ("LicenseRef-my-terms", True), ("cc-by-nc-4.0", True),
+])
+def test_a_bank_licence_is_an_spdx_expression_or_a_hub_id(capsys, tmp_path, licence, ok):
+    bank = _bank(tmp_path / "b", ["a.flac"], licence=licence)
+    if ok:
+        rc, out, err = run_cli(capsys, "banks", "check", bank)
+        assert rc == 0 and "1 files usable" in err, err
+        return
+    line = refused(capsys, "banks", "check", bank)
+    assert "manifest.jsonl:1: licence:" in line and repr(licence) in line, line
 
 
 def test_noise_category_no_bank_has(capsys, tmp_path):
