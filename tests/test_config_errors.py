@@ -280,13 +280,18 @@ def test_noise_category_no_bank_has(capsys, tmp_path):
 class RawServer:
     """A real HTTP server on 127.0.0.1 answering every request with one fixed body."""
 
-    def __init__(self, body: bytes, content_type: str):
+    def __init__(self, body: bytes, content_type: str, models_status: int = 200):
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):
                 pass
 
             def _answer(self):
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.command == "GET" and models_status != 200:  # GET /models: the endpoint check
+                    self.send_response(models_status)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 self.send_response(200)
                 self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(body)))
@@ -325,6 +330,22 @@ def test_bad_llm_replies_are_rejects_and_never_cached(tmp_path, body, content_ty
         with pytest.raises(SessionReject) as got:
             client.complete(lambda mode: [{"role": "user", "content": "hi"}], {}, 0, 256)
     assert got.value.reason == reason
+    assert not list((tmp_path / "cache").rglob("*.json"))
+
+
+def test_html_replies_during_a_run_are_rejects_and_the_run_finishes(capsys, tmp_path):
+    """A server that passes the endpoint check (no /models: 404) and then answers every chat
+    request with an HTML page: each session is an llm_bad_response reject, no task fails."""
+    path = pipeline_file(tmp_path, {"sessions": 2, "output": {"sessions_per_shard": 1}})
+    out = tmp_path / "out"
+    with RawServer(b"<html><body>Welcome to nginx</body></html>", "text/html", models_status=404) as srv:
+        rc, _, err = run_cli(capsys, "run", path, "--out", out, "--workers", "1", "--llm-base-url", srv.url,
+                             "--llm-model", "m", "--llm-cache-dir", tmp_path / "cache")
+    assert rc == 1 and "Traceback" not in err, err
+    assert "failed" not in err and "all 2 sessions were rejected" in err, err
+    rejects = [json.loads(line) for line in (out / "rejects.jsonl").read_text().splitlines()]
+    assert [r["reason"] for r in rejects] == ["llm_bad_response"] * 2
+    assert sorted(p.name for p in (out / "tasks").glob("*.done.json")) == ["00000.done.json", "00001.done.json"]
     assert not list((tmp_path / "cache").rglob("*.json"))
 
 
