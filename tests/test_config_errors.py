@@ -354,6 +354,7 @@ def test_html_endpoint_is_one_line(capsys, tmp_path):
         line = refused(capsys, "plan", SEED, "--llm-base-url", srv.url, "--llm-model", "m",
                        "--llm-cache-dir", tmp_path / "cache")
     assert "planner.llm.base_url" in line and srv.url in line
+    assert "text/html, '<html>hello</html>'" in line and "attribute" not in line  # not openai's internal error
 
 
 def test_unwritable_llm_cache_dir_found_before_the_run(capsys, tmp_path):
