@@ -367,12 +367,13 @@ def test_unwritable_llm_cache_dir_found_before_the_run(capsys, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("tts, field", [
-    ({"engine": "piper", "models": {"en": "/nope/x.onnx"}}, "tts.models.en"),
-    ({"engine": "coqui", "model_path": "/nope/folder"}, "tts.model_path"),
-    ({"engine": "kokoro", "voices_path": "/nope/v.bin"}, "tts.voices_path"),
+@pytest.mark.parametrize("tts, field, shown", [
+    ({"engine": "piper", "models": {"en": "/nope/x.onnx"}}, "tts.models.en", "/nope/"),
+    ({"engine": "piper", "variants": ["speaker-7"]}, "tts.variants", "'speaker-7'"),
+    ({"engine": "coqui", "model_path": "/nope/folder"}, "tts.model_path", "/nope/"),
+    ({"engine": "kokoro", "voices_path": "/nope/v.bin"}, "tts.voices_path", "/nope/"),
 ])
-def test_engine_file_errors_name_the_pipeline(capsys, tmp_path, tts, field):
+def test_engine_file_errors_name_the_pipeline(capsys, tmp_path, tts, field, shown):
     path = pipeline_file(tmp_path, {"tts": tts})
     line = refused(capsys, "run", path, "--out", tmp_path / "out")
-    assert line.startswith(f"error: {path}: {field}:") and "/nope/" in line
+    assert line.startswith(f"error: {path}: {field}:") and shown in line
