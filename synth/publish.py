@@ -22,6 +22,7 @@ from pathlib import Path
 
 from .errors import UserError
 from .inspection.runfolder import RunFolder
+from .schema.licence import hub_licence
 
 DEFAULT_LICENSE = "cc-by-4.0"
 TASK_CATEGORIES = ["audio-to-audio", "voice-activity-detection", "automatic-speech-recognition"]
@@ -173,6 +174,10 @@ def build_folder(run_dir: str | Path, out: str | Path, repo_id: str, licence: st
         raise UserError(f"{run.path}: no Parquet shards to publish (shards/parquet is empty)")
     if "/" not in repo_id or repo_id.count("/") != 1 or not all(repo_id.split("/")):
         raise UserError(f"--repo-id: must be ORG/NAME (got {repo_id!r})")
+    try:
+        licence = hub_licence(licence)
+    except ValueError as e:
+        raise UserError(str(e)) from None
     out = Path(out)
     if out.resolve() == run.path.resolve():
         raise UserError(f"-o: {out} is the run folder itself; choose another folder")

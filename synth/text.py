@@ -18,11 +18,17 @@ CJK = re.compile(r"([\u3000-\u303f\u3400-\u9fff\uff00-\uffef]+)")
 _PUNCT = set(",.?!;:，。？！；：、…-'")
 
 
-def tokenize(text: str) -> list[PlannedWord]:
-    """Words with their language: jieba for Chinese runs, whitespace for the rest."""
+def quiet_jieba():
+    """jieba, without its four lines on stderr ("Building prefix dict ...") when it first loads."""
     import jieba
 
     jieba.setLogLevel(logging.WARNING)
+    return jieba
+
+
+def tokenize(text: str) -> list[PlannedWord]:
+    """Words with their language: jieba for Chinese runs, whitespace for the rest."""
+    jieba = quiet_jieba()
     words: list[PlannedWord] = []
     for part in CJK.split(strip_unspeakable(text)):  # emoji and control characters are not said
         if not part.strip():

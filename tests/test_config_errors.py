@@ -217,7 +217,8 @@ def test_qa_rejects_a_silent_channel():
 
 # --- banks ---------------------------------------------------------------------------------------
 
-def _bank(folder: Path, names: list[str], truncate: set[str] = frozenset(), paths=None) -> Path:
+def _bank(folder: Path, names: list[str], truncate: set[str] = frozenset(), paths=None,
+          licence: str = "CC0-1.0") -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     tone = (0.3 * np.sin(np.arange(48000) / 7)).astype("float32")
     lines = []
@@ -226,7 +227,7 @@ def _bank(folder: Path, names: list[str], truncate: set[str] = frozenset(), path
         if name in truncate:
             raw = (folder / name).read_bytes()
             (folder / name).write_bytes(raw[: len(raw) // 2])
-        lines.append(json.dumps({"path": (paths or {}).get(name, name), "category": "hum", "licence": "CC0-1.0",
+        lines.append(json.dumps({"path": (paths or {}).get(name, name), "category": "hum", "licence": licence,
                                  "duration_s": 3.0, "sample_rate": 16000}))
     (folder / "manifest.jsonl").write_text("\n".join(lines) + "\n")
     return folder
@@ -252,6 +253,20 @@ def test_manifest_path_outside_the_bank_is_refused(capsys, tmp_path):
     assert "manifest.jsonl" in line and "outside the bank" in line and "hostname" in line
 
 
+@pytest.mark.parametrize("licence, ok", [
+    ("free", False), ("CC-BY-4", False), ("cc by", False), ("", False),
+    ("CC-BY-SA-3.0", True), ("MIT OR CC0-1.0", True), ("LicenseRef-my-terms", True), ("cc-by-nc-4.0", True),
+])
+def test_a_bank_licence_is_an_spdx_expression_or_a_hub_id(capsys, tmp_path, licence, ok):
+    bank = _bank(tmp_path / "b", ["a.flac"], licence=licence)
+    if ok:
+        rc, out, err = run_cli(capsys, "banks", "check", bank)
+        assert rc == 0 and "1 files usable" in err, err
+        return
+    line = refused(capsys, "banks", "check", bank)
+    assert "manifest.jsonl:1: licence:" in line and repr(licence) in line, line
+
+
 def test_noise_category_no_bank_has(capsys, tmp_path):
     bank = _bank(tmp_path / "b", ["a.flac"])
     path = pipeline_file(tmp_path, {"acoustics": {"room": False, "noise": True, "banks": [{"path": str(bank)}]}},
@@ -265,13 +280,18 @@ def test_noise_category_no_bank_has(capsys, tmp_path):
 class RawServer:
     """A real HTTP server on 127.0.0.1 answering every request with one fixed body."""
 
-    def __init__(self, body: bytes, content_type: str):
+    def __init__(self, body: bytes, content_type: str, models_status: int = 200):
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):
                 pass
 
             def _answer(self):
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.command == "GET" and models_status != 200:  # GET /models: the endpoint check
+                    self.send_response(models_status)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 self.send_response(200)
                 self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(body)))
@@ -313,11 +333,28 @@ def test_bad_llm_replies_are_rejects_and_never_cached(tmp_path, body, content_ty
     assert not list((tmp_path / "cache").rglob("*.json"))
 
 
+def test_html_replies_during_a_run_are_rejects_and_the_run_finishes(capsys, tmp_path):
+    """A server that passes the endpoint check (no /models: 404) and then answers every chat
+    request with an HTML page: each session is an llm_bad_response reject, no task fails."""
+    path = pipeline_file(tmp_path, {"sessions": 2, "output": {"sessions_per_shard": 1}})
+    out = tmp_path / "out"
+    with RawServer(b"<html><body>Welcome to nginx</body></html>", "text/html", models_status=404) as srv:
+        rc, _, err = run_cli(capsys, "run", path, "--out", out, "--workers", "1", "--llm-base-url", srv.url,
+                             "--llm-model", "m", "--llm-cache-dir", tmp_path / "cache")
+    assert rc == 1 and "Traceback" not in err, err
+    assert "failed" not in err and "all 2 sessions were rejected" in err, err
+    rejects = [json.loads(line) for line in (out / "rejects.jsonl").read_text().splitlines()]
+    assert [r["reason"] for r in rejects] == ["llm_bad_response"] * 2
+    assert sorted(p.name for p in (out / "tasks").glob("*.done.json")) == ["00000.done.json", "00001.done.json"]
+    assert not list((tmp_path / "cache").rglob("*.json"))
+
+
 def test_html_endpoint_is_one_line(capsys, tmp_path):
     with RawServer(b"<html>hello</html>", "text/html") as srv:
         line = refused(capsys, "plan", SEED, "--llm-base-url", srv.url, "--llm-model", "m",
                        "--llm-cache-dir", tmp_path / "cache")
     assert "planner.llm.base_url" in line and srv.url in line
+    assert "text/html, '<html>hello</html>'" in line and "attribute" not in line  # not openai's internal error
 
 
 def test_unwritable_llm_cache_dir_found_before_the_run(capsys, tmp_path):
@@ -330,12 +367,13 @@ def test_unwritable_llm_cache_dir_found_before_the_run(capsys, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("tts, field", [
-    ({"engine": "piper", "models": {"en": "/nope/x.onnx"}}, "tts.models.en"),
-    ({"engine": "coqui", "model_path": "/nope/folder"}, "tts.model_path"),
-    ({"engine": "kokoro", "voices_path": "/nope/v.bin"}, "tts.voices_path"),
+@pytest.mark.parametrize("tts, field, shown", [
+    ({"engine": "piper", "models": {"en": "/nope/x.onnx"}}, "tts.models.en", "/nope/"),
+    ({"engine": "piper", "variants": ["speaker-7"]}, "tts.variants", "'speaker-7'"),
+    ({"engine": "coqui", "model_path": "/nope/folder"}, "tts.model_path", "/nope/"),
+    ({"engine": "kokoro", "voices_path": "/nope/v.bin"}, "tts.voices_path", "/nope/"),
 ])
-def test_engine_file_errors_name_the_pipeline(capsys, tmp_path, tts, field):
+def test_engine_file_errors_name_the_pipeline(capsys, tmp_path, tts, field, shown):
     path = pipeline_file(tmp_path, {"tts": tts})
     line = refused(capsys, "run", path, "--out", tmp_path / "out")
-    assert line.startswith(f"error: {path}: {field}:") and "/nope/" in line
+    assert line.startswith(f"error: {path}: {field}:") and shown in line

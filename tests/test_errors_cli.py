@@ -7,6 +7,7 @@ Usage errors are matched by class name in ``cli.main``, so they hold for typer's
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -151,3 +152,73 @@ def test_io_error_names_the_path():
     e = io_error(OSError("[Errno 28] Error writing bytes to file. Detail: [errno 28] No space left on device"),
                  "/data/run/shards/parquet/part-00000.parquet")
     assert e.errno == 28 and e.filename.endswith("part-00000.parquet") and "No space left" in e.strerror
+
+
+@pytest.fixture
+def read_only(tmp_path):
+    """A folder nothing can be written in: a read-only tmpfs mount when root (root ignores modes),
+    else a folder of mode 0555."""
+    where = tmp_path / "ro"
+    where.mkdir()
+    if os.geteuid() != 0:
+        where.chmod(0o555)
+        yield where
+        where.chmod(0o755)
+        return
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(where)], capture_output=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a read-only tmpfs ({r.stderr.decode().strip()})")
+    yield where
+    subprocess.run(["umount", str(where)], check=True)
+
+
+def test_outputs_on_a_read_only_folder_are_one_line_naming_the_file(tmp_path, read_only):
+    from tests.test_damaged import make_run
+
+    out = make_run(tmp_path / "run", sessions=1)
+    sid = "t-000000"
+    for args, target in [
+        (["preview", out, sid, "-o", read_only / "s.png"], "s.png"),
+        (["report", out, "-o", read_only / "r.html"], "r.html"),
+        (["publish", out, "--repo-id", "o/n", "--dry-run", "-o", read_only / "hub"], "hub"),
+        (["banks", "build", "--out", read_only / "bank"], "bank"),
+        (["export", out, "--format", "textgrid", "-o", read_only / "tg"], "tg"),
+        (["render", out, "--session", sid, "-o", read_only / "again"], "again"),
+        (["plan", PIPE, "-o", read_only / "plans.jsonl"], "plans.jsonl"),  # not its temporary
+    ]:
+        r = synth(*args)
+        assert r.returncode != 0, args
+        line = one_line(r, code=r.returncode)
+        assert f"{read_only / target}:" in line or f"{read_only / target} " in line, (args, line)
+        assert not list(read_only.iterdir())
+
+
+def test_workers_beyond_the_tasks_are_capped(tmp_path):
+    """--workers 99 for 2 sessions (2 tasks) starts 2 worker processes, not 99, and says so."""
+    import threading
+    import uuid
+
+    from tests.test_signals import processes_with
+
+    token = uuid.uuid4().hex
+    pipe = small_pipeline(tmp_path)
+    pipe.write_text(pipe.read_text().replace("sessions: 1", "sessions: 2") + "output: {sessions_per_shard: 1}\n")
+    peak, stop = [0], threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            peak[0] = max(peak[0], len(processes_with(token)))
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    env = {**os.environ, "COLUMNS": "300", "PYTHONPATH": str(ROOT), "DS_SIGNAL_TEST": token}
+    try:
+        r = subprocess.run([sys.executable, "-m", "synth.cli", "run", str(pipe), "--out", str(tmp_path / "o"),
+                            "--workers", "99"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    finally:
+        stop.set()
+        watcher.join()
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "workers: 99 capped at 2" in r.stderr
+    assert 2 <= peak[0] <= 4, peak  # the driver, 2 workers (and the pool's resource tracker at most)

@@ -137,6 +137,20 @@ def test_unknown_voice_and_bad_model_path_are_user_errors(tts, tmp_path):
             KokoroTTS(device="cuda").load()
 
 
+def test_unknown_voice_in_a_run_is_one_line_without_jieba_chatter(tmp_path):
+    """misaki's G2P loads jieba, which printed four lines ("Building prefix dict ...") before the error."""
+    import yaml
+
+    from tests.test_errors_cli import ROOT, one_line, synth
+
+    pipe = tmp_path / "pipe.yaml"
+    pipe.write_text(yaml.safe_dump({"name": "t", "seeds": [str(ROOT / "scenario_seeds" / "banking-zh.yaml")],
+                                    "sessions": 1, "tts": {"engine": "kokoro", "variants": ["nosuchvoice"]},
+                                    "acoustics": {"room": False, "noise": False}}))
+    line = one_line(synth("run", pipe, "--out", tmp_path / "out"))
+    assert line.startswith(f"error: {pipe}: tts.variants:") and "'nosuchvoice'" in line, line
+
+
 def test_official_voices_file_names_its_voices(tts, tmp_path):
     """A user voices file (the official ``voices-v1.0.bin`` layout: npz of (510, 1, 256))."""
     path = tmp_path / "voices.bin"

@@ -126,6 +126,15 @@ def test_bad_repo_id_and_upload_without_network_are_one_line(run_dir, tmp_path, 
     r = synth("publish", run_dir, "--repo-id", "o/n", "--dry-run", "-o", foreign, check=False)
     assert r.returncode == 2 and "not made by synth publish" in r.stderr
     assert (foreign / "data" / "keep.txt").read_text() == "not ours"
+    for licence in ("free", "CC-BY-4", "cc by"):  # no Hub licence id: refused before anything is built
+        r = synth("publish", run_dir, "--repo-id", "o/n", "--dry-run", "-o", tmp_path / "h3", "--license", licence,
+                  check=False)
+        lines = [l for l in r.stderr.splitlines() if l.strip()]
+        assert r.returncode == 2 and len(lines) == 1 and "--license" in lines[0] and repr(licence) in lines[0], r.stderr
+        assert not (tmp_path / "h3").exists()
+    r = synth("publish", run_dir, "--repo-id", "o/n", "--dry-run", "-o", tmp_path / "h3", "--license", "CC-BY-SA-4.0",
+              check=False)
+    assert r.returncode == 0 and "\nlicense: cc-by-sa-4.0\n" in (tmp_path / "h3" / "README.md").read_text()
     # a real upload attempt against a closed local port: the folder is built, the error is one line
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
     monkeypatch.setenv("HF_TOKEN", "hf_not_a_token")

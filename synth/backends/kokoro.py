@@ -156,6 +156,9 @@ class _Phonemizer:
             from misaki.zh import ZHG2P
         except ImportError:
             raise missing_extra("misaki[zh]", "kokoro") from None
+        from ..text import quiet_jieba
+
+        quiet_jieba()  # misaki's G2P loads jieba's dictionary on first use
         text = ZHG2P.map_punctuation(cn2an.transform(text, "an2cn"))
         return ZHG2P.legacy_call(text).strip() if text else ""
 

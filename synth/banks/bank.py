@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 
 from ..audio import resample
 from ..errors import UserError
@@ -39,6 +39,13 @@ class BankEntry(Model):
     source: str = ""
     text: str = ""
     style: str = ""
+
+    @field_validator("licence")
+    @classmethod
+    def _licence_id(cls, v: str) -> str:
+        from ..schema.licence import file_licence
+
+        return file_licence(v)
 
 
 @dataclass(frozen=True)
@@ -105,7 +112,7 @@ def read_manifest(folder: Path) -> list[BankEntry]:
             err = e.errors()[0]
             field = ".".join(str(x) for x in err["loc"]) or "line"
             got = f" (got {err['input']!r})" if "input" in err and field != "line" else ""
-            raise UserError(f"{path}:{i}: {field}: {err['msg']}{got}") from None
+            raise UserError(f"{path}:{i}: {field}: {err['msg'].removeprefix('Value error, ')}{got}") from None
     return entries
 
 

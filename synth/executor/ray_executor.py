@@ -19,6 +19,7 @@ def run_ray(spec, ranks, workers, address, resources, on_done) -> dict[int, str]
     if address:
         check_reachable(address)
     started = False
+    handlers = _stop_handlers()
     if not ray.is_initialized():
         if address:
             ray.init(address=address, log_to_driver=False)
@@ -27,6 +28,7 @@ def run_ray(spec, ranks, workers, address, resources, on_done) -> dict[int, str]
             # "local": a fresh cluster, never one that some other `ray start` left on this machine
             ray.init(address="local", num_cpus=max(1, workers), include_dashboard=False, log_to_driver=False)
         started = True
+        _restore(handlers)
     try:
         remote = ray.remote(num_cpus=resources.cpus_per_task, num_gpus=resources.gpus_per_task,
                             max_retries=resources.max_retries)(run_task)
@@ -46,6 +48,26 @@ def run_ray(spec, ranks, workers, address, resources, on_done) -> dict[int, str]
     finally:
         if started:
             ray.shutdown()
+
+
+def _stop_handlers() -> dict:
+    """The SIGTERM/SIGINT handlers the CLI installed (main thread only; elsewhere none)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+
+def _restore(handlers: dict) -> None:
+    """``ray.init`` installs its own SIGTERM handler (exit by the signal, no "interrupted" line):
+    put back the CLI's, so SIGTERM stops a Ray run as Ctrl-C does (cluster shut down, exit 130)."""
+    import signal
+
+    for sig, handler in handlers.items():
+        if callable(handler):
+            signal.signal(sig, handler)
 
 
 def check_reachable(address: str, timeout_s: float = 5.0) -> None:

@@ -8,12 +8,18 @@ from typing import Callable
 
 
 def write_atomic_with(path: Path, write: Callable[[Path], None]) -> None:
-    """Call ``write(tmp)`` and rename ``tmp`` to ``path``; a failed write leaves no file behind."""
+    """Call ``write(tmp)`` and rename ``tmp`` to ``path``; a failed write leaves no file behind.
+
+    An ``OSError`` names ``path`` (the file asked for), not the temporary beside it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         write(tmp)
         os.replace(tmp, path)
+    except OSError as e:
+        if e.filename is None or str(e.filename) != str(tmp):
+            raise
+        raise OSError(e.errno, e.strerror, str(path)) from e
     finally:
         if tmp.exists():
             tmp.unlink()

@@ -212,6 +212,19 @@ def _short(e: Exception) -> str:
     return " ".join(str(e).split())[:200]
 
 
+def _models_reply(base_url: str) -> str:
+    """What ``GET /models`` gave when it was no model list: its content type and first characters
+    (openai's own error for an HTML page is an internal AttributeError)."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(base_url.rstrip("/") + "/models", timeout=5) as r:
+            kind, head = r.headers.get_content_type(), r.read(80).decode("utf-8", "replace")
+    except Exception as e:  # noqa: BLE001 - only a detail of the message
+        return f"no readable reply ({type(e).__name__})"
+    return f"{kind}, {' '.join(head.split())[:60]!r}"
+
+
 def check_endpoint(cfg: LLMConfig) -> None:
     """Fail early, with one line, when the endpoint cannot be reached or refuses the key.
 
@@ -234,9 +247,9 @@ def check_endpoint(cfg: LLMConfig) -> None:
     except openai.APIError as e:
         raise EndpointError(f"planner.llm.base_url: cannot reach {cfg.base_url} ({type(e).__name__}: "
                             f"{_short(e)})") from None
-    except (ValueError, TypeError, AttributeError) as e:  # a 200 that is not JSON (an HTML page)
+    except (ValueError, TypeError, AttributeError):  # a 200 that is not JSON (an HTML page)
         raise EndpointError(f"planner.llm.base_url: {cfg.base_url} does not answer like an OpenAI-compatible "
-                            f"server ({_short(e)[:100]})") from None
+                            f"server (GET {cfg.base_url.rstrip('/')}/models: {_models_reply(cfg.base_url)})") from None
 
 
 def check_cache_dir(folder: Path) -> None:
