@@ -1,10 +1,13 @@
-"""Kokoro-82M through ``onnxruntime``: Mandarin, English and code-switched text in one pass.
+"""Kokoro-82M through ``onnxruntime``: Mandarin, English and code-switched text.
 
 Phonemes: Mandarin words via ``misaki[zh]`` (pinyin to Kokoro's IPA with tone arrows), English
-words via eSpeak NG IPA mapped to Kokoro's symbols (misaki's eSpeak fallback, on the
-libespeak-ng that ``espeakng-loader`` bundles). Each planned word is phonemised on its own,
-words are joined by a space token, and the whole utterance is one model call, so a
-code-switched sentence has one voice and one prosody.
+words via misaki's American lexicon (``english_g2p="misaki"``, the default; eSpeak NG IPA for
+words it lacks) or eSpeak NG IPA mapped to Kokoro's symbols (``"espeak"``, on the libespeak-ng
+that ``espeakng-loader`` bundles). Each planned word is phonemised on its own and words are
+joined by a space token. A code-switched line is one model call per language run, joined with
+``JUNCTION_MS`` of silence, in one voice (``code_switch="runs"``, the default), or one call for
+the whole line (``"whole"``). The default pair was the most intelligible of the four on
+whisper-base (README, "ASR round-trip gate").
 
 Word times come from the model itself: the encoder's per-token durations
 (``/encoder/Clip_output_0``, in frames of 600 samples at 24 kHz, summing to the audio length)
@@ -204,7 +207,7 @@ class KokoroTTS:
     def __init__(self, model_path: str | None = None, voices_path: str | None = None,
                  pool_size: int = 20, pool_seed: int = 0, pool_base: list[str] | None = None,
                  threads: int = 1, trim_rel_db: float = -40.0, cache: SynthCache | None = None,
-                 device: str = "auto", code_switch: str = "whole", english_g2p: str = "espeak"):
+                 device: str = "auto", code_switch: str = "runs", english_g2p: str = "misaki"):
         self.model_path, self.voices_path = model_path, voices_path
         self.pool_size, self.pool_seed, self.pool_base = pool_size, pool_seed, pool_base
         self.threads, self.trim_rel_db, self.cache, self.device = threads, trim_rel_db, cache, device
