@@ -1,7 +1,9 @@
 """ASR round-trip bench: error rate per engine, language and Kokoro code-switch variant, and the
 gate's cost per audio second beside the TTS cost.
 
-    python bench/asr_gate.py --engine kokoro --lines 30 --variants whole:espeak,runs:espeak,whole:misaki,runs:misaki
+    python bench/asr_gate.py --engine kokoro --lines 30 --variants whole:espeak,whole:misaki,runs:espeak,runs:misaki
+
+The variants after the first are compared with it line by line (paired bootstrap).
 
 Lines are the speech events (at least 3 scored tokens) of scripted-planner sessions of every
 scenario seed, by language; CPU seconds are process time on one thread each.
@@ -83,18 +85,37 @@ def run(args) -> dict:
                 worst.append((e, ref, hyp))
             worst.sort(key=lambda t: -t[0])
             key = f"{args.engine}/{variant}/{lang}"
-            results[key] = {"lines": len(errs), "mean_error": round(float(np.mean(errs)), 4),
+            results[key] = {"lines": len(errs), "errors": [round(e, 4) for e in errs],
+                            "mean_error": round(float(np.mean(errs)), 4),
+                            "median_error": round(float(np.median(errs)), 4),
                             "share_over_0.3": round(float(np.mean(np.array(errs) > 0.3)), 3),
                             "audio_s": round(audio_s, 1), "tts_cpu_per_audio_s": round(tts_cpu / audio_s, 3),
                             "asr_cpu_per_audio_s": round(asr_cpu / audio_s, 3), "worst": worst[:3]}
-            print(key, json.dumps({k: v for k, v in results[key].items() if k != "worst"}), flush=True)
+            print(key, json.dumps({k: v for k, v in results[key].items() if k not in ("worst", "errors")}), flush=True)
+    paired(results)
     return results
+
+
+def paired(results: dict, draws: int = 5000) -> None:
+    """Each variant against the first on the same lines: mean difference of the error and its 95 %
+    paired-bootstrap interval (an interval that excludes 0 is a difference the sample shows)."""
+    rng = np.random.default_rng(0)
+    by_lang: dict[str, list[str]] = {}
+    for key in results:
+        by_lang.setdefault(key.rsplit("/", 1)[1], []).append(key)
+    for lang, keys in by_lang.items():
+        base = np.array(results[keys[0]]["errors"])
+        for key in keys[1:]:
+            d = np.array(results[key]["errors"]) - base
+            boot = d[rng.integers(0, len(d), (draws, len(d)))].mean(axis=1)
+            lo, hi = np.percentile(boot, [2.5, 97.5])
+            print(f"{key} - {keys[0]}: mean {d.mean():+.3f}, 95% CI [{lo:+.3f}, {hi:+.3f}]", flush=True)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--engine", choices=["kokoro", "espeak"], default="kokoro")
-    ap.add_argument("--variants", default="whole:espeak", help="kokoro: code_switch:english_g2p, comma separated")
+    ap.add_argument("--variants", default="runs:misaki", help="kokoro: code_switch:english_g2p, comma separated")
     ap.add_argument("--lines", type=int, default=20, help="lines per language")
     ap.add_argument("--cache-dir", default=None)
     ap.add_argument("--json", default=None)
