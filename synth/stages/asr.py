@@ -134,7 +134,8 @@ def _zh_readings(g: str) -> list[str]:
     if ":" in core:
         a, b = core.split(":")
         return [cn2an.an2cn(a) + "点" + (cn2an.an2cn(b) if int(b) else ""), cn2an.an2cn(a) + "点" + cn2an.an2cn(b) + "分"]
-    out = [cn2an.an2cn(core), "".join(_ZH_DIGITS[int(c)] if c.isdigit() else "点" for c in core)]
+    spelt = "".join(_ZH_DIGITS[int(c)] if c.isdigit() else "点" for c in core)
+    out = [cn2an.an2cn(core), spelt, spelt.replace("一", "幺")]  # 幺: a 1 in a spoken digit string
     if core == "2":
         out.append("两")
     return out
