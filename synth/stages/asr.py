@@ -141,6 +141,16 @@ def _zh_readings(g: str) -> list[str]:
     return out
 
 
+def _readings(g: str, lang: str) -> list[str]:
+    """Every reading of the number ``g`` in ``lang``; a number too long to read as one is its digits."""
+    try:
+        return (_en_readings(g) if lang != "zh" else []) + (_zh_readings(g) if lang != "en" else [])
+    except (ValueError, OverflowError, ArithmeticError):  # cn2an and num2words refuse huge numbers
+        digits = [c for c in g if c.isdigit()]
+        return ([" ".join(_EN_DIGITS[int(c)] for c in digits)] if lang != "zh" else []) + \
+            (["".join(_ZH_DIGITS[int(c)] for c in digits)] if lang != "en" else [])
+
+
 def _hyp_pieces(text: str, lang: str) -> list[list[str]]:
     """``text`` cut into literal pieces and numbers; each number is the list of its possible
     readings (English, Mandarin or both for en-zh)."""
@@ -155,7 +165,7 @@ def _hyp_pieces(text: str, lang: str) -> list[list[str]]:
     for m in _NUMBER.finditer(t):
         pieces.append([t[pos:m.start()]])
         g = m.group()
-        readings = (_en_readings(g) if lang != "zh" else []) + (_zh_readings(g) if lang != "en" else [])
+        readings = _readings(g, lang)
         pieces.append([f" {r} " for r in dict.fromkeys(readings)])
         pos = m.end()
     pieces.append([t[pos:]])
