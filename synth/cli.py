@@ -173,8 +173,9 @@ def _capped_workers(workers: int, todo: list[int]) -> int:
 
 def _report_run(stats: dict, store, t0: float, failed: dict) -> None:
     """The end of a run: totals, where the shards are, LLM usage, each failed task."""
+    head = "[red]incomplete[/]" if failed else "[red]nothing written:[/]" if not stats["sessions"] else "[green]done[/]"
     console.print(
-        f"{'[red]incomplete[/]' if failed else '[green]done[/]'} {stats['sessions']} sessions, "
+        f"{head} {stats['sessions']} sessions, "
         f"{stats['audio_s'] / 3600:.3f} h audio, "
         f"{stats['rejects']} rejects {stats['rejects_by_reason'] or ''} in {time.time() - t0:.1f} s"
     )

@@ -86,5 +86,6 @@ def test_run_with_every_session_rejected_fails_with_the_reasons(tmp_path):
     r = synth("run", p, "--out", tmp_path / "o")
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert "all 2 sessions were rejected" in r.stderr
+    assert "nothing written: 0 sessions" in r.stderr and "done" not in r.stderr.split()  # no green done line
     reasons = [l for l in r.stderr.splitlines() if l.startswith("  qa:")]
     assert reasons and all(" x" in l and "(first: x-0000" in l for l in reasons), r.stderr
