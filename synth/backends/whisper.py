@@ -141,6 +141,7 @@ class WhisperASR:
         self.model_path, self.cache_dir = model_path, cache_dir
         self.device, self.compute_type, self.threads = device, compute_type, threads
         self._model = None
+        self._decoders: dict[str, tuple] = {}
         self._lock = threading.Lock()
 
     def load(self) -> "WhisperASR":
@@ -182,8 +183,6 @@ class WhisperASR:
         """
         self.load()
         from faster_whisper.audio import pad_or_trim
-        from faster_whisper.tokenizer import Tokenizer
-        from faster_whisper.transcribe import get_suppressed_tokens
 
         x = np.asarray(audio, np.float32)
         if sample_rate != SAMPLE_RATE:
@@ -204,15 +203,25 @@ class WhisperASR:
                 wanted += [] if detected in wanted else [detected]
             out = []
             for lang in wanted:
-                tok = Tokenizer(m.hf_tokenizer, True, task="transcribe", language=lang)
-                prompt = [*tok.sot_sequence, tok.no_timestamps]
+                tok, prompt, suppress = self._decoder(lang)
                 r = m.model.generate(enc, [prompt], beam_size=1, patience=1, length_penalty=1, repetition_penalty=1,
                                      no_repeat_ngram_size=0, max_length=m.max_length, return_scores=True,
-                                     return_no_speech_prob=True, suppress_blank=True,
-                                     suppress_tokens=list(get_suppressed_tokens(tok, [-1])),
+                                     return_no_speech_prob=True, suppress_blank=True, suppress_tokens=suppress,
                                      max_initial_timestamp_index=50)[0]
                 out.append(Transcript(tok.decode(r.sequences_ids[0]).strip(), lang))
         return out
+
+    def _decoder(self, lang: str) -> tuple:
+        """The tokenizer, prompt and suppressed tokens of ``lang``, made once per language (the
+        suppressed list encodes Whisper's non-speech symbols, which is not free per event)."""
+        if lang not in self._decoders:
+            from faster_whisper.tokenizer import Tokenizer
+            from faster_whisper.transcribe import get_suppressed_tokens
+
+            tok = Tokenizer(self._model.hf_tokenizer, True, task="transcribe", language=lang)
+            self._decoders[lang] = (tok, [*tok.sot_sequence, tok.no_timestamps],
+                                    list(get_suppressed_tokens(tok, [-1])))
+        return self._decoders[lang]
 
     def _long(self, x: np.ndarray, language: str) -> Transcript:
         """A clip over one 30-s window: faster-whisper's own segmentation, greedy as above."""

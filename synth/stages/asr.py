@@ -78,13 +78,21 @@ def tokens(text: str, lang: str) -> list[str]:
     >>> tokens("對， fee 大概10塊錢！", "en-zh")
     ['对', 'fee', '大', '概', '十', '块', '钱']
     """
+    t = _DOLLARS.sub(lambda m: f"{m.group(1) or m.group(2)} dollars ", _normalised(text, lang))
+    return _scored(_digits(t, lang), lang)
+
+
+def _normalised(text: str, lang: str) -> str:
+    """What reference and hypothesis share: NFKC, lower case, Simplified characters (zh, en-zh),
+    ``okay`` as ``ok``."""
     t = unicodedata.normalize("NFKC", text).lower()
-    t = _OKAY.sub("ok", _simplified(t) if lang != "en" else t)
-    t = _DOLLARS.sub(lambda m: f"{m.group(1) or m.group(2)} dollars ", t)
-    t = _digits(t, lang)
-    t = t.replace("-", " ") if lang == "en" else t
-    out = [m.group() for m in _TOKEN.finditer(t)]
-    return [w for w in out if w not in FILLERS]
+    return _OKAY.sub("ok", _simplified(t) if lang != "en" else t)
+
+
+def _scored(text: str, lang: str) -> list[str]:
+    """The tokens of normalised text, fillers left out (an English hyphen splits words)."""
+    t = text.replace("-", " ") if lang == "en" else text
+    return [w for w in (m.group() for m in _TOKEN.finditer(t)) if w not in FILLERS]
 
 
 def edit_distance(ref: list[str], hyp: list[str]) -> int:
@@ -154,9 +162,7 @@ def _readings(g: str, lang: str) -> list[str]:
 def _hyp_pieces(text: str, lang: str) -> list[list[str]]:
     """``text`` cut into literal pieces and numbers; each number is the list of its possible
     readings (English, Mandarin or both for en-zh)."""
-    t = unicodedata.normalize("NFKC", text).lower()
-    t = _OKAY.sub("ok", _simplified(t) if lang != "en" else t)
-    t = _THOUSANDS.sub("", t)
+    t = _THOUSANDS.sub("", _normalised(text, lang))
     t = _DOLLARS.sub(lambda m: f"{m.group(1) or m.group(2)} dollars ", t)
     if lang != "zh":
         for pat, rep in _EN_UNITS:
@@ -170,11 +176,6 @@ def _hyp_pieces(text: str, lang: str) -> list[list[str]]:
         pos = m.end()
     pieces.append([t[pos:]])
     return pieces
-
-
-def _scored(text: str, lang: str) -> list[str]:
-    t = text.replace("-", " ") if lang == "en" else text
-    return [w for w in (m.group() for m in _TOKEN.finditer(t)) if w not in FILLERS]
 
 
 def error_rate(ref_text: str, hyp_text: str, lang: str) -> float:
