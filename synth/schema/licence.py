@@ -34,10 +34,8 @@ def file_licence(value: str) -> str:
     ``LicenseRef-my-terms``) or a Hub id; returned as given. A ``ValueError`` otherwise."""
     if value.strip().lower() in HUB_LICENCES:
         return value
-    try:
-        from packaging.licenses import InvalidLicenseExpression, canonicalize_license_expression
-    except ImportError:  # packaging < 24.2: no SPDX table to check against
-        return value
+    from packaging.licenses import InvalidLicenseExpression, canonicalize_license_expression  # packaging >= 24.2
+
     try:
         canonicalize_license_expression(value)
     except InvalidLicenseExpression:
