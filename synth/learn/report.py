@@ -1,0 +1,682 @@
+"""The learnability report: terminal tables and one self-contained HTML page.
+
+The report is a plain JSON dict (``kind: synth-learn-report``) that ``experiment`` builds; this
+module only reads it. A score is a CI dict ``{"value": 0.81, "lo": 0.77, "hi": 0.85}`` where any
+of the three may be ``None`` (no events, no bootstrap). :func:`summary_table` and
+:func:`print_summary` are the terminal view (rich), :func:`write_html` the page (plots as base64
+PNG, matplotlib imported lazily), :func:`write_json` / :func:`load_report` the file.
+
+>>> fmt_ci("start_speaking_f1", {"value": 0.812, "lo": 0.771, "hi": 0.853})
+'0.81 [0.77, 0.85]'
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError
+
+KIND, VERSION = "synth-learn-report", 1
+
+METRICS = (
+    "start_speaking_f1", "start_listening_f1", "start_speaking_latency_ms", "start_listening_latency_ms",
+    "floor_macro_f1", "floor_precision", "shift_hold_bacc", "shift_prediction_bacc",
+    "backchannel_prediction_bacc", "takeover_user_pause", "takeover_backchannel", "takeover_side_talk",
+    "takeover_background",
+)
+"""Known metric names in display order; other names follow them, sorted."""
+
+HEADLINE = ("start_speaking_f1", "start_listening_f1")
+CURVE_METRICS = ("start_speaking_f1", "start_listening_f1", "floor_macro_f1")
+SYSTEMS = ("model", "prior", "silence_rule", "vad_only", "shuffled_labels", "channel_swap")
+
+_LONG = {
+    "start_speaking_f1": "start speaking F1", "start_listening_f1": "start listening F1",
+    "start_speaking_latency_ms": "start speaking latency ms",
+    "start_listening_latency_ms": "start listening latency ms",
+    "floor_macro_f1": "floor macro F1", "floor_precision": "floor precision",
+    "shift_hold_bacc": "shift/hold bal. acc.", "shift_prediction_bacc": "shift prediction bal. acc.",
+    "backchannel_prediction_bacc": "backchannel prediction bal. acc.",
+    "takeover_user_pause": "take-over: user pause", "takeover_backchannel": "take-over: backchannel",
+    "takeover_side_talk": "take-over: side talk", "takeover_background": "take-over: background",
+}
+_SHORT = {
+    "start_speaking_f1": "start-spk F1", "start_listening_f1": "start-lst F1",
+    "start_speaking_latency_ms": "start-spk ms", "start_listening_latency_ms": "start-lst ms",
+    "floor_macro_f1": "floor F1", "floor_precision": "floor prec", "shift_hold_bacc": "shift/hold",
+    "shift_prediction_bacc": "shift pred", "backchannel_prediction_bacc": "bc pred",
+    "takeover_user_pause": "t/o pause", "takeover_backchannel": "t/o bc",
+    "takeover_side_talk": "t/o side", "takeover_background": "t/o backgr",
+}
+_SYSTEM_NAMES = {"model": "model", "prior": "prior", "silence_rule": "silence rule", "vad_only": "VAD only",
+                 "shuffled_labels": "shuffled labels", "channel_swap": "channel swap"}
+_COLOURS = {"model": "#1f77b4", "prior": "#9e9e9e", "silence_rule": "#ff7f0e", "vad_only": "#2ca02c",
+            "shuffled_labels": "#c5b0d5", "channel_swap": "#8c564b"}
+_DASH = "–"
+
+
+# -- numbers -------------------------------------------------------------------------------
+def is_latency(metric: str) -> bool:
+    """Latencies are in ms: lower is better, and they may be negative (early)."""
+    return metric.endswith("_ms")
+
+
+def is_rate(metric: str) -> bool:
+    """Take-over rates are fractions of opportunities where the model took the floor: lower is better."""
+    return metric.startswith("takeover_")
+
+
+def higher_is_better(metric: str) -> bool:
+    """Whether a larger value of ``metric`` is the better one."""
+    return not (is_latency(metric) or is_rate(metric))
+
+
+def metric_label(metric: str, short: bool = False) -> str:
+    """The human name of a metric (``short`` for narrow terminals); unknown names de-underscored."""
+    return (_SHORT if short else _LONG).get(metric) or metric.replace("_", " ")
+
+
+def system_label(system: str) -> str:
+    """The human name of a system (the model or a baseline)."""
+    return _SYSTEM_NAMES.get(system) or system.replace("_", " ")
+
+
+def ordered_metrics(names) -> list[str]:
+    """``names`` in :data:`METRICS` order, unknown ones after them, sorted."""
+    names = set(names)
+    return [m for m in METRICS if m in names] + sorted(names - set(METRICS))
+
+
+def ordered_systems(names) -> list[str]:
+    """``names`` with the model first, then the baselines of :data:`SYSTEMS`, then any others."""
+    names = set(names)
+    return [s for s in SYSTEMS if s in names] + sorted(names - set(SYSTEMS))
+
+
+def fmt_value(metric: str, x: float | None) -> str:
+    """One number: ms as whole numbers, everything else with two decimals; ``None`` as a dash."""
+    if x is None:
+        return _DASH
+    return f"{x:.0f}" if is_latency(metric) else f"{x:.2f}"
+
+
+def fmt_interval(metric: str, ci: dict | None) -> str:
+    """``[lo, hi]``, or ``""`` where the interval is unknown."""
+    if not ci or ci.get("lo") is None or ci.get("hi") is None:
+        return ""
+    return f"[{fmt_value(metric, ci['lo'])}, {fmt_value(metric, ci['hi'])}]"
+
+
+def fmt_ci(metric: str, ci: dict | None) -> str:
+    """A CI dict as ``0.81 [0.77, 0.85]``; ``–`` for a missing or undefined value."""
+    if not ci or ci.get("value") is None:
+        return _DASH
+    interval = fmt_interval(metric, ci)
+    return f"{fmt_value(metric, ci['value'])} {interval}".rstrip()
+
+
+def best_baseline(systems: dict[str, dict], metric: str) -> tuple[str, dict] | None:
+    """The non-model system with the best value of ``metric`` (its name and CI), or ``None``."""
+    scored = [(name, s["metrics"][metric]) for name, s in systems.items()
+              if name != "model" and (s.get("metrics") or {}).get(metric, {}).get("value") is not None]
+    if not scored:
+        return None
+    sign = 1.0 if higher_is_better(metric) else -1.0
+    return max(scored, key=lambda item: sign * item[1]["value"])
+
+
+def compare(metric: str, model: dict | None, other: dict | None) -> str:
+    """``better``, ``worse`` or ``overlap``: whether the model's interval clears the other's."""
+    if not model or not other or model.get("value") is None or other.get("value") is None:
+        return "overlap"
+    lo_m, hi_m = model.get("lo", model["value"]), model.get("hi", model["value"])
+    lo_o, hi_o = other.get("lo", other["value"]), other.get("hi", other["value"])
+    if None in (lo_m, hi_m, lo_o, hi_o):
+        return "overlap"
+    if lo_m > hi_o:
+        return "better" if higher_is_better(metric) else "worse"
+    if hi_m < lo_o:
+        return "worse" if higher_is_better(metric) else "better"
+    return "overlap"
+
+
+def excludes_zero(ci: dict | None) -> bool:
+    """Whether an effect's interval lies wholly on one side of 0."""
+    return bool(ci) and ci.get("lo") is not None and ci.get("hi") is not None and (ci["lo"] > 0 or ci["hi"] < 0)
+
+
+def _row_best(systems: dict[str, dict], metric: str) -> str | None:
+    values = {n: (s.get("metrics") or {}).get(metric, {}).get("value") for n, s in systems.items()}
+    values = {n: v for n, v in values.items() if v is not None}
+    if len(values) < 2:
+        return None
+    sign = 1.0 if higher_is_better(metric) else -1.0
+    return max(values, key=lambda n: sign * values[n])
+
+
+# -- the file ------------------------------------------------------------------------------
+def write_json(report: dict, path: Path) -> None:
+    """Write the report as JSON (sorted keys) atomically: a temp file beside it, then a rename."""
+    from ..io.files import write_text_atomic
+
+    write_text_atomic(Path(path), json.dumps(report, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def load_report(path: Path) -> dict:
+    """Read a report written by :func:`write_json`; a :class:`UserError` names the file otherwise."""
+    path = Path(path)
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file (expected a synth-learn report)") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise UserError(f"{path}: not a synth-learn report ({type(e).__name__}: {e})") from None
+    kind = report.get("kind") if isinstance(report, dict) else None
+    if kind != KIND:
+        raise UserError(f"{path}: not a synth-learn report (kind {kind!r}, expected {KIND!r})")
+    if not isinstance(report.get("version"), int) or report["version"] > VERSION:
+        raise UserError(f"{path}: synth-learn report version {report.get('version')!r} is not one this "
+                        f"duplexsynth reads (up to {VERSION})")
+    return report
+
+
+# -- terminal ------------------------------------------------------------------------------
+def _cells(metrics: list[str], systems: dict[str, dict], names: list[str]) -> dict[tuple[str, str], tuple[str, str]]:
+    """(metric, system) -> (value text, interval text)."""
+    out = {}
+    for m in metrics:
+        for n in names:
+            ci = (systems[n].get("metrics") or {}).get(m)
+            has = bool(ci) and ci.get("value") is not None
+            out[m, n] = (fmt_value(m, ci["value"]) if has else _DASH, fmt_interval(m, ci) if has else "")
+    return out
+
+
+def _plain_table(title: str, caption: str | None = None):
+    """A rich table of the terminal view: a rule under the header, no edges, one space between
+    columns (so a column costs its width plus 2)."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    return Table(title=Text(title, style="bold"), caption=caption, title_justify="left", caption_justify="left",
+                 box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+
+
+_LAYOUTS = ((False, False, False), (True, False, False), (False, True, False), (True, True, False),
+            (True, True, True))
+"""(short labels, two-line cells, intervals without the space), most readable first."""
+
+
+def _cell_text(value: str, interval: str, two_lines: bool, compact: bool) -> tuple[str, str]:
+    """The cell's value and what follows it (a space or a line break, then the interval)."""
+    if not interval:
+        return value, ""
+    return value, ("\n" if two_lines else " ") + (interval.replace(", ", ",") if compact else interval)
+
+
+def _layout(metrics: list[str], names: list[str], cells: dict, width: int) -> tuple[bool, bool, bool]:
+    """The first of :data:`_LAYOUTS` whose table fits ``width`` columns (else the narrowest)."""
+    for short, two_lines, compact in _LAYOUTS:
+        label_w = max([len(metric_label(m, short)) for m in metrics] + [6])
+        col_ws = []
+        for n in names:
+            parts = [_cell_text(*cells[m, n], two_lines, compact) for m in metrics]
+            cell_w = max(max(len(line) for line in (v + rest).split("\n")) for v, rest in parts)
+            col_ws.append(max(cell_w, min(len(system_label(n)), 8)))
+        if label_w + sum(col_ws) + 2 * len(col_ws) <= width:
+            return short, two_lines, compact
+    return _LAYOUTS[-1]
+
+
+def eval_table(name: str, ev: dict, width: int = 100):
+    """One eval as a rich table: metrics down, systems across (the model first), ``value [lo, hi]``
+    cells; the best value of each row is bold. Labels shorten and intervals go below their
+    values only where the table would not fit ``width`` columns otherwise."""
+    from rich.text import Text
+
+    systems = ev.get("systems") or {}
+    names = ordered_systems(systems)
+    metrics = ordered_metrics({m for s in systems.values() for m in (s.get("metrics") or {})})
+    cells = _cells(metrics, systems, names)
+    short, two_lines, compact = _layout(metrics, names, cells, width)
+    title = f"{name}: {ev.get('sessions', '?')} sessions, {_hours(ev.get('hours'))}"
+    table = _plain_table(title, caption="latency (ms) and take-over rates: lower is better")
+    table.add_column("metric", no_wrap=True)
+    for n in names:
+        table.add_column(system_label(n), justify="right", style="cyan" if n == "model" else None)
+    for m in metrics:
+        best = _row_best(systems, m)
+        row = []
+        for n in names:
+            value, rest = _cell_text(*cells[m, n], two_lines, compact)
+            row.append(Text.assemble((value, "bold" if n == best else ""), (rest, "dim")))
+        table.add_row(metric_label(m, short), *row)
+    return table
+
+
+def summary_table(report: dict, width: int = 100) -> list:
+    """One rich table per eval of ``report`` (metrics × systems), laid out to fit ``width``."""
+    return [eval_table(name, ev, width) for name, ev in (report.get("evals") or {}).items()]
+
+
+def _curve_table(curve: list[dict]):
+    table = _plain_table("learning curve (model, held-out)")
+    table.add_column("hours", justify="right")
+    table.add_column("seeds", justify="right")
+    for m in CURVE_METRICS:
+        table.add_column(metric_label(m), justify="right")
+    for point in curve:
+        table.add_row(f"{point['hours']:g}", str(point.get("seeds", "?")),
+                      *[fmt_ci(m, (point.get("metrics") or {}).get(m)) for m in CURVE_METRICS])
+    return table
+
+
+def _ablation_table(ablations: list[dict]):
+    from rich.text import Text
+
+    metrics = ordered_metrics({m for a in ablations for m in (a.get("effects") or {})})
+    table = _plain_table("ablations: ablated minus full (* the interval excludes 0)")
+    table.add_column("ablation")
+    for m in metrics:
+        table.add_column(metric_label(m), justify="right")
+    for a in ablations:
+        effects = a.get("effects") or {}
+        table.add_row(Text(a["name"]), *[Text(_signed(m, effects.get(m)) + " *", "bold")
+                                        if excludes_zero(effects.get(m)) else Text(_signed(m, effects.get(m)))
+                                        for m in metrics])
+    return table
+
+
+def _signed(metric: str, ci: dict | None) -> str:
+    text = fmt_ci(metric, ci)
+    return "+" + text if ci and ci.get("value") is not None and ci["value"] > 0 else text
+
+
+def _hours(h: float | None) -> str:
+    return f"{h:.2f} h" if isinstance(h, (int, float)) else "? h"
+
+
+def train_line(report: dict) -> str:
+    """One line on what the model was trained on."""
+    train, model, config = report.get("train") or {}, report.get("model") or {}, report.get("config") or {}
+    langs = ", ".join(f"{k} {v}" for k, v in (train.get("languages") or {}).items())
+    params = model.get("parameters")
+    return (f"trained on {train.get('sessions', '?')} sessions, {_hours(train.get('hours'))}"
+            + (f" ({langs})" if langs else "")
+            + (f"; {params / 1000:.0f}k parameters" if isinstance(params, (int, float)) else "")
+            + (f"; {config['seeds']} seeds" if "seeds" in config else ""))
+
+
+def print_summary(report: dict, console) -> None:
+    """The terminal view: what was trained, a table per eval, the curve and ablations when
+    present, and the warnings in yellow."""
+    from rich.text import Text
+
+    console.print(Text(train_line(report)))
+    for table in summary_table(report, width=console.width):
+        console.print(table)
+    if report.get("learning_curve"):
+        console.print(_curve_table(report["learning_curve"]))
+    if report.get("ablations"):
+        console.print(_ablation_table(report["ablations"]))
+    for w in report.get("warnings") or []:
+        console.print(Text(f"warning: {w}", style="yellow"))
+
+
+# -- figures -------------------------------------------------------------------------------
+def _png(fig) -> bytes:
+    """A matplotlib figure as PNG bytes (the Agg renderer; no pyplot, so no global state)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    return buf.getvalue()
+
+
+def _errors(cis: list[dict | None]) -> tuple[list[float], list[list[float]]]:
+    """Bar heights and asymmetric error sizes; a missing value is NaN, a missing interval 0."""
+    nan = float("nan")
+    values = [ci["value"] if ci and ci.get("value") is not None else nan for ci in cis]
+    lows = [v - ci["lo"] if ci and ci.get("lo") is not None and v == v else 0.0 for v, ci in zip(values, cis)]
+    highs = [ci["hi"] - v if ci and ci.get("hi") is not None and v == v else 0.0 for v, ci in zip(values, cis)]
+    return values, [lows, highs]
+
+
+def _grouped_bars(ax, metrics: list[str], systems: dict[str, dict], names: list[str]) -> None:
+    """Bars of ``metrics`` (groups) by system (bars in a group) with their intervals."""
+    import textwrap
+
+    width = 0.8 / max(len(names), 1)
+    for i, n in enumerate(names):
+        cis = [(systems[n].get("metrics") or {}).get(m) for m in metrics]
+        values, yerr = _errors(cis)
+        xs = [j - 0.4 + width * (i + 0.5) for j in range(len(metrics))]
+        ax.bar(xs, values, width, yerr=yerr, capsize=2, label=system_label(n),
+               color=_COLOURS.get(n, f"C{i}"), edgecolor="#333" if n == "model" else "none",
+               linewidth=1.0, error_kw={"elinewidth": 0.9, "ecolor": "#333"})
+        for x, v in zip(xs, values):
+            if v != v:
+                ax.text(x, 0.02, "n/a", rotation=90, ha="center", va="bottom", fontsize=7, color="#777",
+                        transform=ax.get_xaxis_transform())
+    ax.set_xticks(range(len(metrics)))
+    ax.set_xticklabels([textwrap.fill(metric_label(m), 14) for m in metrics], fontsize=8)
+    ax.axhline(0, color="#444", lw=0.6)
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_axisbelow(True)
+
+
+def eval_figure(ev: dict) -> bytes:
+    """One eval: scores (higher is better) on top; latency and take-over rates (lower is better) below."""
+    from matplotlib.figure import Figure
+
+    systems = ev.get("systems") or {}
+    names = ordered_systems(systems)
+    metrics = ordered_metrics({m for s in systems.values() for m, ci in (s.get("metrics") or {}).items()
+                               if ci and ci.get("value") is not None})  # a metric no system has: table only
+    groups = [("higher is better", [m for m in metrics if higher_is_better(m)]),
+              ("latency, ms (lower is better)", [m for m in metrics if is_latency(m)]),
+              ("take-over rate (lower is better)", [m for m in metrics if is_rate(m)])]
+    top, bottom = groups[0], [g for g in groups[1:] if g[1]]
+    fig = Figure(figsize=(11, 3.4 + 3.0 * bool(bottom)))
+    grid = fig.add_gridspec(1 + bool(bottom), max(len(bottom), 1),
+                            width_ratios=[max(len(g[1]), 2) for g in bottom] or None)
+    panels = ([(fig.add_subplot(grid[0, :]), top)] if top[1] else []) + \
+        [(fig.add_subplot(grid[1 if top[1] else 0, i]), g) for i, g in enumerate(bottom)]
+    for ax, (title, ms) in panels:
+        _grouped_bars(ax, ms, systems, names)
+        ax.set_title(title, fontsize=9, loc="left")
+        if title == "higher is better":
+            ax.set_ylim(0, 1.05)
+    if panels:
+        handles, labels = panels[0][0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="upper center", ncol=len(names), fontsize=8, frameon=False,
+                   bbox_to_anchor=(0.5, 1.04))
+    fig.tight_layout()
+    return _png(fig)
+
+
+def curve_figure(curve: list[dict]) -> bytes:
+    """F1 against training hours (log scale), one line per metric, intervals shaded."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    fig = Figure(figsize=(8, 4))
+    ax = fig.add_subplot()
+    points = sorted(curve, key=lambda p: p["hours"])
+    hours = [p["hours"] for p in points]
+    for i, m in enumerate(CURVE_METRICS):
+        values, (lows, highs) = _errors([(p.get("metrics") or {}).get(m) for p in points])
+        if all(v != v for v in values):
+            continue
+        ax.plot(hours, values, marker="o", color=f"C{i}", label=metric_label(m))
+        lo = [v - d for v, d in zip(values, lows)]
+        hi = [v + d for v, d in zip(values, highs)]
+        ax.fill_between(hours, lo, hi, color=f"C{i}", alpha=0.18, linewidth=0)
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(FixedLocator(hours))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels([f"{h:g}" for h in hours])
+    ax.set_xlabel("training hours (log scale)")
+    ax.set_ylabel("F1 on held-out runs")
+    ax.set_ylim(0, 1)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    return _png(fig)
+
+
+def ablation_figure(ablations: list[dict]) -> bytes:
+    """Each ablation's effect (ablated minus full) per metric as a horizontal bar with its
+    interval; bars whose interval excludes 0 are coloured, the rest grey."""
+    import textwrap
+
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    metrics = ordered_metrics({m for a in ablations for m, ci in (a.get("effects") or {}).items()
+                               if ci and ci.get("value") is not None})
+    fig = Figure(figsize=(11, max(2.0, 0.9 + 0.45 * len(ablations))))
+    axes = fig.subplots(1, max(len(metrics), 1), sharey=True, squeeze=False)[0]
+    ys = list(range(len(ablations)))[::-1]
+    for ax, m in zip(axes, metrics):
+        cis = [(a.get("effects") or {}).get(m) for a in ablations]
+        values, xerr = _errors(cis)
+        colours = [_effect_colour(m, ci) for ci in cis]
+        ax.barh(ys, values, xerr=xerr, color=colours, capsize=2, height=0.6,
+                error_kw={"elinewidth": 0.9, "ecolor": "#333"})
+        ax.axvline(0, color="#222", lw=0.9)
+        ax.set_title(metric_label(m), fontsize=9)
+        ax.grid(axis="x", alpha=0.3)
+        ax.set_axisbelow(True)
+        ax.tick_params(labelsize=8)
+    axes[0].set_yticks(ys)
+    axes[0].set_yticklabels([textwrap.fill(a["name"], 28) for a in ablations], fontsize=8)
+    fig.legend(handles=[Patch(color="#d62728", label="worse without it (interval excludes 0)"),
+                        Patch(color="#1f77b4", label="better without it (interval excludes 0)"),
+                        Patch(color="#bdbdbd", label="interval includes 0")],
+               loc="upper center", ncol=3, fontsize=8, frameon=False, bbox_to_anchor=(0.5, 1.1))
+    fig.tight_layout()
+    return _png(fig)
+
+
+def _effect_colour(metric: str, ci: dict | None) -> str:
+    if not excludes_zero(ci):
+        return "#bdbdbd"
+    worse = (ci["hi"] < 0) == higher_is_better(metric)
+    return "#d62728" if worse else "#1f77b4"
+
+
+# -- the page ------------------------------------------------------------------------------
+def _e(x: Any) -> str:
+    return html.escape(str(x))
+
+
+def _img(png: bytes, alt: str) -> str:
+    return f'<img alt="{_e(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+
+
+def _colour(metric: str, ci: dict | None) -> str:
+    """A pale background for a value: red (bad) to green (good) for scores and take-over rates;
+    latencies, whose good value depends on the task, stay white."""
+    if not ci or ci.get("value") is None or is_latency(metric):
+        return "#fff"
+    v = min(max(float(ci["value"]), 0.0), 1.0)
+    hue = 120 * (v if higher_is_better(metric) else 1 - v)
+    return f"hsl({hue:.0f},70%,88%)"
+
+
+def _ci_html(metric: str, ci: dict | None, bold: bool = False) -> str:
+    """A value with its interval below it, small; a dash when undefined."""
+    if not ci or ci.get("value") is None:
+        return f'<span class="na">{_DASH}</span>'
+    value = _e(fmt_value(metric, ci["value"]))
+    interval = fmt_interval(metric, ci)
+    return (f'<span class="v">{f"<b>{value}</b>" if bold else value}</span>'
+            + (f' <span class="iv">{_e(interval)}</span>' if interval else ""))
+
+
+_BADGES = {"better": ("ahead", "good"), "worse": ("behind", "bad"), "overlap": ("intervals overlap", "even")}
+
+
+def _headline_card(name: str, ev: dict) -> str:
+    """One eval's headline: the model's start-speaking/-listening F1 next to the best baseline."""
+    systems = ev.get("systems") or {}
+    model = (systems.get("model") or {}).get("metrics") or {}
+    rows = []
+    for m in HEADLINE:
+        best = best_baseline(systems, m)
+        badge = ""
+        if best and model.get(m, {}).get("value") is not None:
+            text, cls = _BADGES[compare(m, model.get(m), best[1])]
+            badge = f'<span class="badge {cls}">model {text}</span>' if cls != "even" else \
+                f'<span class="badge even">{text}</span>'
+        base = (f'{_e(system_label(best[0]))}: {_ci_html(m, best[1])}' if best else _DASH)
+        rows.append(f'<div class="hl"><div class="hlm">{_e(metric_label(m))}</div>'
+                    f'<div class="big">{_ci_html(m, model.get(m))}</div>'
+                    f'<div class="base">best baseline — {base}</div>{badge}</div>')
+    return (f'<div class="card"><h3>{_e(name)}</h3><div class="sub">{_e(ev.get("sessions", "?"))} sessions, '
+            f'{_e(_hours(ev.get("hours")))}</div>{"".join(rows)}</div>')
+
+
+def _header_html(report: dict) -> str:
+    cards = "".join(_headline_card(n, ev) for n, ev in (report.get("evals") or {}).items())
+    created = report.get("created_by")
+    return ("<header><h1>Turn-taking learnability</h1>"
+            f'<p class="sub">{_e(train_line(report))}</p>'
+            + (f"<p class=\"sub\"><code>{_e(created)}</code></p>" if created else "")
+            + f'<div class="cards">{cards}</div></header>')
+
+
+def _warnings_html(report: dict) -> str:
+    warnings = report.get("warnings") or []
+    if not warnings:
+        return ""
+    items = "".join(f"<li>{_e(w)}</li>" for w in warnings)
+    return f'<section class="warn"><h2>⚠ {len(warnings)} warning{"s" * (len(warnings) != 1)}</h2><ul>{items}</ul></section>'
+
+
+def _systems_table(ev: dict) -> str:
+    """All metrics × all systems, cells coloured by value, each row's best in bold."""
+    systems = ev.get("systems") or {}
+    names = ordered_systems(systems)
+    metrics = ordered_metrics({m for s in systems.values() for m in (s.get("metrics") or {})})
+    head = "".join(f'<th class="{"model" if n == "model" else ""}">{_e(system_label(n))}</th>' for n in names)
+    rows = []
+    for m in metrics:
+        best = _row_best(systems, m)
+        tds = "".join(f'<td style="background:{_colour(m, ci)}" class="{"model" if n == "model" else ""}">'
+                      f"{_ci_html(m, ci, n == best)}</td>"
+                      for n in names for ci in [(systems[n].get("metrics") or {}).get(m)])
+        rows.append(f"<tr><th class=\"row\">{_e(metric_label(m))}</th>{tds}</tr>")
+    return f'<div class="scroll"><table><thead><tr><th></th>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+
+
+def _breakdown_table(ev: dict, key: str, title: str) -> str:
+    """The model's metrics per language or per family (``key``), with the best baseline of the
+    same group below each cell (▲/▼ where the intervals separate)."""
+    systems = ev.get("systems") or {}
+    main = "model" if "model" in systems else next(iter(ordered_systems(systems)), None)
+    by = (systems.get(main) or {}).get(key) or {}
+    if not by:
+        return ""
+    groups = list(by)
+    metrics = ordered_metrics({m for g in by.values() for m in g})
+    rows = []
+    for m in metrics:
+        tds = []
+        for g in groups:
+            ci = by[g].get(m)
+            others = {n: {"metrics": (s.get(key) or {}).get(g) or {}} for n, s in systems.items() if n != main}
+            best = best_baseline(others, m)
+            vs = ""
+            if best:
+                mark = {"better": "▲ ", "worse": "▼ ", "overlap": ""}[compare(m, ci, best[1])]
+                vs = (f'<div class="vs" title="{_e(system_label(best[0]))}">{mark}vs '
+                      f'{_e(fmt_value(m, best[1]["value"]))} {_e(system_label(best[0]))}</div>')
+            tds.append(f'<td style="background:{_colour(m, ci)}">{_ci_html(m, ci)}{vs}</td>')
+        rows.append(f"<tr><th class=\"row\">{_e(metric_label(m))}</th>{''.join(tds)}</tr>")
+    head = "".join(f"<th>{_e(g)}</th>" for g in groups)
+    return (f"<h3>{_e(title)} <small>({_e(system_label(main))})</small></h3><div class=\"scroll\"><table>"
+            f"<thead><tr><th></th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>")
+
+
+def _eval_html(name: str, ev: dict) -> str:
+    runs = "".join(f"<li><code>{_e(r)}</code></li>" for r in ev.get("runs") or [])
+    notes = "".join(f"<li><b>{_e(system_label(n))}</b>: {_e(s['note'])}</li>"
+                    for n, s in (ev.get("systems") or {}).items() if s.get("note"))
+    return (f'<section class="eval"><h2>{_e(name)}</h2>'
+            f'<p class="sub">{_e(ev.get("sessions", "?"))} sessions, {_e(_hours(ev.get("hours")))}</p>'
+            + (_img(eval_figure(ev), f"{name}: model and baselines") if ev.get("systems") else "")
+            + _systems_table(ev)
+            + (f'<ul class="notes">{notes}</ul>' if notes else "")
+            + _breakdown_table(ev, "per_language", "Per language")
+            + _breakdown_table(ev, "per_family", "Per phenomenon family")
+            + (f"<details><summary>runs</summary><ul>{runs}</ul></details>" if runs else "")
+            + "</section>")
+
+
+def _curve_html(curve: list[dict]) -> str:
+    rows = "".join(f"<tr><td>{p['hours']:g}</td><td>{_e(p.get('seeds', '?'))}</td>"
+                   + "".join(f"<td style=\"background:{_colour(m, ci)}\">{_ci_html(m, ci)}</td>"
+                             for m in CURVE_METRICS for ci in [(p.get("metrics") or {}).get(m)])
+                   + "</tr>" for p in sorted(curve, key=lambda p: p["hours"]))
+    head = "".join(f"<th>{_e(metric_label(m))}</th>" for m in CURVE_METRICS)
+    return ('<section><h2>Learning curve</h2>' + _img(curve_figure(curve), "learning curve")
+            + f"<table><thead><tr><th>hours</th><th>seeds</th>{head}</tr></thead><tbody>{rows}</tbody></table></section>")
+
+
+def _ablations_html(ablations: list[dict]) -> str:
+    metrics = ordered_metrics({m for a in ablations for m in (a.get("effects") or {})})
+    head = "".join(f"<th>{_e(metric_label(m))}</th>" for m in metrics)
+    rows = []
+    for a in ablations:
+        effects = a.get("effects") or {}
+        tds = "".join(f'<td class="{"sig" if excludes_zero(effects.get(m)) else ""}">{_e(_signed(m, effects.get(m)))}</td>'
+                      for m in metrics)
+        rows.append(f"<tr><th class=\"row\">{_e(a['name'])}</th><td>{_e(_hours(a.get('hours')))}</td>"
+                    f"<td>{_e(a.get('seeds', '?'))}</td>{tds}</tr>")
+    return ("<section><h2>Ablations</h2><p class=\"sub\">Effect = ablated minus full, paired over seeds and "
+            "sessions; highlighted where the interval excludes 0.</p>" + _img(ablation_figure(ablations), "ablations")
+            + f"<table><thead><tr><th>ablation</th><th>hours</th><th>seeds</th>{head}</tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table></section>")
+
+
+def _kv_table(title: str, d: dict) -> str:
+    rows = "".join(f"<tr><th class=\"row\">{_e(k)}</th><td>{_e(v if isinstance(v, str) else json.dumps(v, ensure_ascii=False))}</td></tr>"
+                   for k, v in d.items())
+    return f"<h3>{_e(title)}</h3><table class=\"kv\">{rows}</table>" if d else ""
+
+
+def _footer_html(report: dict) -> str:
+    return ("<footer><h2>Setup</h2>" + _kv_table("config", report.get("config") or {})
+            + _kv_table("machine", report.get("machine") or {}) + _kv_table("model", report.get("model") or {})
+            + _kv_table("training data", report.get("train") or {}) + "</footer>")
+
+
+_STYLE = """
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;max-width:1150px;margin:1.5em auto;padding:0 1em;color:#222}
+h1{margin:.2em 0}h2{margin-top:1.6em;border-bottom:1px solid #ddd;padding-bottom:.2em}
+.sub{color:#555;margin:.2em 0}code{font-size:12px;background:#f3f3f3;padding:1px 4px;border-radius:3px}
+.cards{display:flex;flex-wrap:wrap;gap:12px;margin:1em 0}
+.card{flex:1 1 320px;border:1px solid #ccd;border-radius:8px;padding:10px 14px;background:#fafbff}
+.card h3{margin:0 0 2px}.hl{margin-top:10px}.hlm{font-size:13px;color:#444}
+.big{font-size:26px}.big .iv{font-size:15px;color:#555}.base{font-size:13px;color:#555}
+.badge{display:inline-block;font-size:12px;padding:1px 8px;border-radius:10px;margin-top:3px}
+.good{background:#d4f0d4;color:#185c18}.bad{background:#f7d4d4;color:#7a1717}.even{background:#eee;color:#444}
+.warn{background:#fff4d6;border:2px solid #e0a800;border-radius:8px;padding:4px 16px;margin:1em 0}
+.warn h2{border:0;margin:.4em 0;color:#7a5600}.warn li{margin:.3em 0}
+table{border-collapse:collapse;margin:.5em 0 1em}td,th{border:1px solid #ddd;padding:3px 8px;font-size:13px;text-align:right}
+th{background:#eef}th.row{text-align:left;background:#f6f6fa;font-weight:normal}
+td.model,th.model{border-left:2px solid #1f77b4;border-right:2px solid #1f77b4}
+.iv{color:#555;font-size:11px}.na{color:#999}.vs{font-size:11px;color:#555}
+td.sig{font-weight:bold;background:#fde2c8}
+.scroll{overflow-x:auto}img{max-width:100%;display:block;margin:.5em 0}
+.kv td{text-align:left;font-family:monospace;font-size:12px}.notes{font-size:13px;color:#444}
+footer{margin-top:2em;color:#444}
+"""
+
+
+def render_html(report: dict) -> str:
+    """The whole page as one string: headline, warnings, one section per eval, the learning curve
+    and ablations when present, the setup; every plot inline, every text escaped."""
+    data = json.dumps(report, sort_keys=True, ensure_ascii=False)
+    data = data.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+    parts = [_header_html(report), _warnings_html(report),
+             *[_eval_html(n, ev) for n, ev in (report.get("evals") or {}).items()],
+             _curve_html(report["learning_curve"]) if report.get("learning_curve") else "",
+             _ablations_html(report["ablations"]) if report.get("ablations") else "",
+             _footer_html(report),
+             f'<script type="application/json" id="report-data">{data}</script>']
+    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>synth learn report</title>'
+            f"<style>{_STYLE}</style></head><body>{''.join(parts)}</body></html>")
+
+
+def write_html(report: dict, path: Path) -> None:
+    """Write :func:`render_html` of ``report`` to ``path`` atomically."""
+    from ..io.files import write_text_atomic
+
+    write_text_atomic(Path(path), render_html(report))
