@@ -484,6 +484,48 @@ def export(out_dir: Path = typer.Argument(..., help="A run folder."),
 
 
 @app.command()
+def learn(train: str = typer.Argument(..., help="Training run folder(s), RUN[,RUN...]."),
+          eval_runs: list[str] = typer.Option([], "--eval", help="Held-out run folder(s), RUN[,RUN...]; repeat for "
+                                              "several eval sets."),
+          eval_real: Optional[Path] = typer.Option(None, "--eval-real", help="Folder of real two-channel "
+                                                   "conversations (stereo audio + VAP json / RTTM / TextGrid)."),
+          output: Optional[Path] = typer.Option(None, "-o", "--output", help="Report folder (default "
+                                                "outputs/learn/TRAIN)."),
+          hours: Optional[float] = typer.Option(None, "--hours", help="Train on the first H hours only."),
+          seeds: int = typer.Option(3, "--seeds", help="Model seeds (trained in parallel)."),
+          epochs: int = typer.Option(6, "--epochs", help="Passes over the training audio."),
+          device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
+          workers: int = typer.Option(2, "--workers", help="Processes training at once (one torch thread each)."),
+          tolerance: float = typer.Option(0.4, "--tolerance", help="Event match tolerance, seconds."),
+          bootstrap: int = typer.Option(1000, "--bootstrap", help="Session resamples for the 95% intervals."),
+          controls: bool = typer.Option(True, "--controls/--no-controls", help="Baselines and controls."),
+          cache: Optional[Path] = typer.Option(None, "--cache", help="Feature cache (default "
+                                               "$XDG_CACHE_HOME/duplexsynth/learn)."),
+          system_channel: Optional[int] = typer.Option(None, "--system-channel", help="--eval-real: the channel "
+                                                       "playing the system (default: both, in turn)."),
+          channel_map: Optional[str] = typer.Option(None, "--channel-map", help="--eval-real: SPEAKER=0|1,..."),
+          language: str = typer.Option("unknown", "--language", help="--eval-real: the conversations' language."),
+          ) -> None:
+    """Train a small causal turn-taking model on runs; score it and baselines on held-out runs."""
+    from rich.console import Console as _Console
+
+    from .learn.command import parse_channel_map, run_learn
+    from .learn.experiment import LearnConfig
+
+    cfg = LearnConfig(seeds=seeds, epochs=epochs, device=device, workers=workers, tolerance_s=tolerance,
+                      bootstrap=bootstrap, controls=controls)
+    if system_channel is not None and system_channel not in (0, 1):
+        raise UserError(f"--system-channel: 0 or 1 (got {system_channel})")
+    real = {"system_channel": system_channel, "channel_map": parse_channel_map(channel_map), "language": language}
+    rep, out = run_learn(train, eval_runs, eval_real, output, hours, cfg, cache, real,
+                         lambda m: console.print(m, highlight=False))
+    from .learn.report import print_summary
+
+    print_summary(rep, _Console(soft_wrap=False))
+    console.print(f"[green]wrote[/] {out / 'report.json'} and {out / 'report.html'}")
+
+
+@app.command()
 def publish(out_dir: Path = typer.Argument(..., help="A run folder."),
             repo_id: str = typer.Option(..., "--repo-id", help="Hub dataset repo, ORG/NAME."),
             dry_run: bool = typer.Option(False, "--dry-run", help="Build the folder, upload nothing."),

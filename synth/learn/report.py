@@ -19,6 +19,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
 from ..errors import UserError
 
 KIND, VERSION = "synth-learn-report", 1
@@ -35,23 +40,19 @@ HEADLINE = ("start_speaking_f1", "start_listening_f1")
 CURVE_METRICS = ("start_speaking_f1", "start_listening_f1", "floor_macro_f1")
 SYSTEMS = ("model", "prior", "silence_rule", "vad_only", "shuffled_labels", "channel_swap")
 
-_LONG = {
-    "start_speaking_f1": "start speaking F1", "start_listening_f1": "start listening F1",
-    "start_speaking_latency_ms": "start speaking latency ms",
-    "start_listening_latency_ms": "start listening latency ms",
-    "floor_macro_f1": "floor macro F1", "floor_precision": "floor precision",
-    "shift_hold_bacc": "shift/hold bal. acc.", "shift_prediction_bacc": "shift prediction bal. acc.",
-    "backchannel_prediction_bacc": "backchannel prediction bal. acc.",
-    "takeover_user_pause": "take-over: user pause", "takeover_backchannel": "take-over: backchannel",
-    "takeover_side_talk": "take-over: side talk", "takeover_background": "take-over: background",
-}
-_SHORT = {
-    "start_speaking_f1": "start-spk F1", "start_listening_f1": "start-lst F1",
-    "start_speaking_latency_ms": "start-spk ms", "start_listening_latency_ms": "start-lst ms",
-    "floor_macro_f1": "floor F1", "floor_precision": "floor prec", "shift_hold_bacc": "shift/hold",
-    "shift_prediction_bacc": "shift pred", "backchannel_prediction_bacc": "bc pred",
-    "takeover_user_pause": "t/o pause", "takeover_backchannel": "t/o bc",
-    "takeover_side_talk": "t/o side", "takeover_background": "t/o backgr",
+_LABELS = {  # metric: (long label, short label for narrow terminals)
+    "start_speaking_f1": ("start speaking F1", "start-spk F1"),
+    "start_listening_f1": ("start listening F1", "start-lst F1"),
+    "start_speaking_latency_ms": ("start speaking latency ms", "start-spk ms"),
+    "start_listening_latency_ms": ("start listening latency ms", "start-lst ms"),
+    "floor_macro_f1": ("floor macro F1", "floor F1"), "floor_precision": ("floor precision", "floor prec"),
+    "shift_hold_bacc": ("shift/hold bal. acc.", "shift/hold"),
+    "shift_prediction_bacc": ("shift prediction bal. acc.", "shift pred"),
+    "backchannel_prediction_bacc": ("backchannel prediction bal. acc.", "bc pred"),
+    "takeover_user_pause": ("take-over: user pause", "t/o pause"),
+    "takeover_backchannel": ("take-over: backchannel", "t/o bc"),
+    "takeover_side_talk": ("take-over: side talk", "t/o side"),
+    "takeover_background": ("take-over: background", "t/o backgr"),
 }
 _SYSTEM_NAMES = {"model": "model", "prior": "prior", "silence_rule": "silence rule", "vad_only": "VAD only",
                  "shuffled_labels": "shuffled labels", "channel_swap": "channel swap"}
@@ -78,7 +79,7 @@ def higher_is_better(metric: str) -> bool:
 
 def metric_label(metric: str, short: bool = False) -> str:
     """The human name of a metric (``short`` for narrow terminals); unknown names de-underscored."""
-    return (_SHORT if short else _LONG).get(metric) or metric.replace("_", " ")
+    return _LABELS[metric][short] if metric in _LABELS else metric.replace("_", " ")
 
 
 def system_label(system: str) -> str:
@@ -90,6 +91,12 @@ def ordered_metrics(names) -> list[str]:
     """``names`` in :data:`METRICS` order, unknown ones after them, sorted."""
     names = set(names)
     return [m for m in METRICS if m in names] + sorted(names - set(METRICS))
+
+
+def system_metrics(systems: dict[str, dict], defined: bool = False) -> list[str]:
+    """The metrics any of ``systems`` has (only those with a value where ``defined``), in order."""
+    return ordered_metrics({m for s in systems.values() for m, ci in (s.get("metrics") or {}).items()
+                            if not defined or (ci or {}).get("value") is not None})
 
 
 def ordered_systems(names) -> list[str]:
@@ -122,8 +129,8 @@ def fmt_ci(metric: str, ci: dict | None) -> str:
 
 def best_baseline(systems: dict[str, dict], metric: str) -> tuple[str, dict] | None:
     """The non-model system with the best value of ``metric`` (its name and CI), or ``None``."""
-    scored = [(name, s["metrics"][metric]) for name, s in systems.items()
-              if name != "model" and (s.get("metrics") or {}).get(metric, {}).get("value") is not None]
+    scored = [(name, _ci(s, metric)) for name, s in systems.items()
+              if name != "model" and _ci(s, metric).get("value") is not None]
     if not scored:
         return None
     sign = 1.0 if higher_is_better(metric) else -1.0
@@ -150,13 +157,19 @@ def excludes_zero(ci: dict | None) -> bool:
     return bool(ci) and ci.get("lo") is not None and ci.get("hi") is not None and (ci["lo"] > 0 or ci["hi"] < 0)
 
 
-def _row_best(systems: dict[str, dict], metric: str) -> str | None:
-    values = {n: (s.get("metrics") or {}).get(metric, {}).get("value") for n, s in systems.items()}
+def _row_best(systems: dict[str, dict], metric: str) -> set[str]:
+    """The systems holding a row's best value (none where all values are equal)."""
+    values = {n: _ci(s, metric).get("value") for n, s in systems.items()}
     values = {n: v for n, v in values.items() if v is not None}
-    if len(values) < 2:
-        return None
-    sign = 1.0 if higher_is_better(metric) else -1.0
-    return max(values, key=lambda n: sign * values[n])
+    if len(set(values.values())) < 2:
+        return set()
+    best = (max if higher_is_better(metric) else min)(values.values())
+    return {n for n, v in values.items() if v == best}
+
+
+def _ci(system: dict, metric: str) -> dict:
+    """A system's CI dict of ``metric``; ``{}`` where it has none."""
+    return (system.get("metrics") or {}).get(metric) or {}
 
 
 # -- the file ------------------------------------------------------------------------------
@@ -188,22 +201,13 @@ def load_report(path: Path) -> dict:
 # -- terminal ------------------------------------------------------------------------------
 def _cells(metrics: list[str], systems: dict[str, dict], names: list[str]) -> dict[tuple[str, str], tuple[str, str]]:
     """(metric, system) -> (value text, interval text)."""
-    out = {}
-    for m in metrics:
-        for n in names:
-            ci = (systems[n].get("metrics") or {}).get(m)
-            has = bool(ci) and ci.get("value") is not None
-            out[m, n] = (fmt_value(m, ci["value"]) if has else _DASH, fmt_interval(m, ci) if has else "")
-    return out
+    return {(m, n): (fmt_value(m, _ci(systems[n], m).get("value")), fmt_interval(m, _ci(systems[n], m)))
+            for m in metrics for n in names}
 
 
-def _plain_table(title: str, caption: str | None = None):
+def _plain_table(title: str, caption: str | None = None) -> Table:
     """A rich table of the terminal view: a rule under the header, no edges, one space between
     columns (so a column costs its width plus 2)."""
-    from rich import box
-    from rich.table import Table
-    from rich.text import Text
-
     return Table(title=Text(title, style="bold"), caption=caption, title_justify="left", caption_justify="left",
                  box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
 
@@ -215,7 +219,7 @@ _LAYOUTS = ((False, False, False), (True, False, False), (False, True, False), (
 
 def _cell_text(value: str, interval: str, two_lines: bool, compact: bool) -> tuple[str, str]:
     """The cell's value and what follows it (a space or a line break, then the interval)."""
-    if not interval:
+    if not interval or value == _DASH:
         return value, ""
     return value, ("\n" if two_lines else " ") + (interval.replace(", ", ",") if compact else interval)
 
@@ -234,38 +238,36 @@ def _layout(metrics: list[str], names: list[str], cells: dict, width: int) -> tu
     return _LAYOUTS[-1]
 
 
-def eval_table(name: str, ev: dict, width: int = 100):
+def eval_table(name: str, ev: dict, width: int = 100) -> Table:
     """One eval as a rich table: metrics down, systems across (the model first), ``value [lo, hi]``
     cells; the best value of each row is bold. Labels shorten and intervals go below their
     values only where the table would not fit ``width`` columns otherwise."""
-    from rich.text import Text
-
     systems = ev.get("systems") or {}
     names = ordered_systems(systems)
-    metrics = ordered_metrics({m for s in systems.values() for m in (s.get("metrics") or {})})
+    metrics = system_metrics(systems)
     cells = _cells(metrics, systems, names)
     short, two_lines, compact = _layout(metrics, names, cells, width)
     title = f"{name}: {ev.get('sessions', '?')} sessions, {_hours(ev.get('hours'))}"
     table = _plain_table(title, caption="latency (ms) and take-over rates: lower is better")
     table.add_column("metric", no_wrap=True)
     for n in names:
-        table.add_column(system_label(n), justify="right", style="cyan" if n == "model" else None)
+        table.add_column(Text(system_label(n)), justify="right", style="cyan" if n == "model" else None)
     for m in metrics:
         best = _row_best(systems, m)
         row = []
         for n in names:
             value, rest = _cell_text(*cells[m, n], two_lines, compact)
-            row.append(Text.assemble((value, "bold" if n == best else ""), (rest, "dim")))
-        table.add_row(metric_label(m, short), *row)
+            row.append(Text.assemble((value, "bold" if n in best else ""), (rest, "dim")))
+        table.add_row(Text(metric_label(m, short)), *row)
     return table
 
 
-def summary_table(report: dict, width: int = 100) -> list:
+def summary_table(report: dict, width: int = 100) -> list[Table]:
     """One rich table per eval of ``report`` (metrics × systems), laid out to fit ``width``."""
     return [eval_table(name, ev, width) for name, ev in (report.get("evals") or {}).items()]
 
 
-def _curve_table(curve: list[dict]):
+def _curve_table(curve: list[dict]) -> Table:
     table = _plain_table("learning curve (model, held-out)")
     table.add_column("hours", justify="right")
     table.add_column("seeds", justify="right")
@@ -273,18 +275,16 @@ def _curve_table(curve: list[dict]):
         table.add_column(metric_label(m), justify="right")
     for point in curve:
         table.add_row(f"{point['hours']:g}", str(point.get("seeds", "?")),
-                      *[fmt_ci(m, (point.get("metrics") or {}).get(m)) for m in CURVE_METRICS])
+                      *[Text(fmt_ci(m, (point.get("metrics") or {}).get(m))) for m in CURVE_METRICS])
     return table
 
 
-def _ablation_table(ablations: list[dict]):
-    from rich.text import Text
-
+def _ablation_table(ablations: list[dict]) -> Table:
     metrics = ordered_metrics({m for a in ablations for m in (a.get("effects") or {})})
     table = _plain_table("ablations: ablated minus full (* the interval excludes 0)")
     table.add_column("ablation")
     for m in metrics:
-        table.add_column(metric_label(m), justify="right")
+        table.add_column(Text(metric_label(m)), justify="right")
     for a in ablations:
         effects = a.get("effects") or {}
         table.add_row(Text(a["name"]), *[Text(_signed(m, effects.get(m)) + " *", "bold")
@@ -313,11 +313,9 @@ def train_line(report: dict) -> str:
             + (f"; {config['seeds']} seeds" if "seeds" in config else ""))
 
 
-def print_summary(report: dict, console) -> None:
+def print_summary(report: dict, console: Console) -> None:
     """The terminal view: what was trained, a table per eval, the curve and ablations when
     present, and the warnings in yellow."""
-    from rich.text import Text
-
     console.print(Text(train_line(report)))
     for table in summary_table(report, width=console.width):
         console.print(table)
@@ -341,8 +339,10 @@ def _errors(cis: list[dict | None]) -> tuple[list[float], list[list[float]]]:
     """Bar heights and asymmetric error sizes; a missing value is NaN, a missing interval 0."""
     nan = float("nan")
     values = [ci["value"] if ci and ci.get("value") is not None else nan for ci in cis]
-    lows = [v - ci["lo"] if ci and ci.get("lo") is not None and v == v else 0.0 for v, ci in zip(values, cis)]
-    highs = [ci["hi"] - v if ci and ci.get("hi") is not None and v == v else 0.0 for v, ci in zip(values, cis)]
+    lows = [max(v - ci["lo"], 0.0) if ci and ci.get("lo") is not None and v == v else 0.0
+            for v, ci in zip(values, cis)]
+    highs = [max(ci["hi"] - v, 0.0) if ci and ci.get("hi") is not None and v == v else 0.0
+             for v, ci in zip(values, cis)]
     return values, [lows, highs]
 
 
@@ -352,16 +352,17 @@ def _grouped_bars(ax, metrics: list[str], systems: dict[str, dict], names: list[
 
     width = 0.8 / max(len(names), 1)
     for i, n in enumerate(names):
-        cis = [(systems[n].get("metrics") or {}).get(m) for m in metrics]
-        values, yerr = _errors(cis)
+        values, yerr = _errors([_ci(systems[n], m) for m in metrics])
         xs = [j - 0.4 + width * (i + 0.5) for j in range(len(metrics))]
-        ax.bar(xs, values, width, yerr=yerr, capsize=2, label=system_label(n),
+        keep = [k for k, v in enumerate(values) if v == v]  # NaN (no value) bars would upset the limits
+        ax.bar([xs[k] for k in keep], [values[k] for k in keep], width, label=system_label(n),
+               yerr=[[yerr[0][k] for k in keep], [yerr[1][k] for k in keep]], capsize=2,
                color=_COLOURS.get(n, f"C{i}"), edgecolor="#333" if n == "model" else "none",
                linewidth=1.0, error_kw={"elinewidth": 0.9, "ecolor": "#333"})
-        for x, v in zip(xs, values):
-            if v != v:
-                ax.text(x, 0.02, "n/a", rotation=90, ha="center", va="bottom", fontsize=7, color="#777",
-                        transform=ax.get_xaxis_transform())
+        for k in sorted(set(range(len(values))) - set(keep)):
+            ax.text(xs[k], 0.02, "n/a", rotation=90, ha="center", va="bottom", fontsize=7, color="#777",
+                    transform=ax.get_xaxis_transform())
+    ax.set_xlim(-0.5, len(metrics) - 0.5)
     ax.set_xticks(range(len(metrics)))
     ax.set_xticklabels([textwrap.fill(metric_label(m), 14) for m in metrics], fontsize=8)
     ax.axhline(0, color="#444", lw=0.6)
@@ -375,26 +376,28 @@ def eval_figure(ev: dict) -> bytes:
 
     systems = ev.get("systems") or {}
     names = ordered_systems(systems)
-    metrics = ordered_metrics({m for s in systems.values() for m, ci in (s.get("metrics") or {}).items()
-                               if ci and ci.get("value") is not None})  # a metric no system has: table only
+    metrics = system_metrics(systems, defined=True)  # a metric no system has: in the table only
     groups = [("higher is better", [m for m in metrics if higher_is_better(m)]),
               ("latency, ms (lower is better)", [m for m in metrics if is_latency(m)]),
               ("take-over rate (lower is better)", [m for m in metrics if is_rate(m)])]
-    top, bottom = groups[0], [g for g in groups[1:] if g[1]]
-    fig = Figure(figsize=(11, 3.4 + 3.0 * bool(bottom)))
-    grid = fig.add_gridspec(1 + bool(bottom), max(len(bottom), 1),
+    top, bottom = [g for g in groups[:1] if g[1]], [g for g in groups[1:] if g[1]]
+    fig = Figure(figsize=(11, 3.4 * len(top) + 3.0 * bool(bottom)))
+    if not top and not bottom:
+        fig.set_size_inches(6, 0.6)
+        fig.text(0.5, 0.5, "no system has a value to plot", ha="center", va="center")
+        return _png(fig)
+    grid = fig.add_gridspec(len(top) + bool(bottom), max(len(bottom), 1),
                             width_ratios=[max(len(g[1]), 2) for g in bottom] or None)
-    panels = ([(fig.add_subplot(grid[0, :]), top)] if top[1] else []) + \
-        [(fig.add_subplot(grid[1 if top[1] else 0, i]), g) for i, g in enumerate(bottom)]
+    panels = [(fig.add_subplot(grid[0, :]), g) for g in top] + \
+        [(fig.add_subplot(grid[len(top), i]), g) for i, g in enumerate(bottom)]
     for ax, (title, ms) in panels:
         _grouped_bars(ax, ms, systems, names)
         ax.set_title(title, fontsize=9, loc="left")
         if title == "higher is better":
             ax.set_ylim(0, 1.05)
-    if panels:
-        handles, labels = panels[0][0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="upper center", ncol=len(names), fontsize=8, frameon=False,
-                   bbox_to_anchor=(0.5, 1.04))
+    handles, labels = panels[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=len(names), fontsize=8, frameon=False,
+               bbox_to_anchor=(0.5, 1.04))
     fig.tight_layout()
     return _png(fig)
 
@@ -490,7 +493,7 @@ def _colour(metric: str, ci: dict | None) -> str:
 
 
 def _ci_html(metric: str, ci: dict | None, bold: bool = False) -> str:
-    """A value with its interval below it, small; a dash when undefined."""
+    """A value (bold if ``bold``) with its interval after it, small; a dash when undefined."""
     if not ci or ci.get("value") is None:
         return f'<span class="na">{_DASH}</span>'
     value = _e(fmt_value(metric, ci["value"]))
@@ -499,7 +502,8 @@ def _ci_html(metric: str, ci: dict | None, bold: bool = False) -> str:
             + (f' <span class="iv">{_e(interval)}</span>' if interval else ""))
 
 
-_BADGES = {"better": ("ahead", "good"), "worse": ("behind", "bad"), "overlap": ("intervals overlap", "even")}
+_BADGES = {"better": ("model ahead", "good"), "worse": ("model behind", "bad"),
+           "overlap": ("intervals overlap", "even")}
 
 
 def _headline_card(name: str, ev: dict) -> str:
@@ -510,10 +514,9 @@ def _headline_card(name: str, ev: dict) -> str:
     for m in HEADLINE:
         best = best_baseline(systems, m)
         badge = ""
-        if best and model.get(m, {}).get("value") is not None:
+        if best and (model.get(m) or {}).get("value") is not None:
             text, cls = _BADGES[compare(m, model.get(m), best[1])]
-            badge = f'<span class="badge {cls}">model {text}</span>' if cls != "even" else \
-                f'<span class="badge even">{text}</span>'
+            badge = f'<span class="badge {cls}">{text}</span>'
         base = (f'{_e(system_label(best[0]))}: {_ci_html(m, best[1])}' if best else _DASH)
         rows.append(f'<div class="hl"><div class="hlm">{_e(metric_label(m))}</div>'
                     f'<div class="big">{_ci_html(m, model.get(m))}</div>'
@@ -543,14 +546,14 @@ def _systems_table(ev: dict) -> str:
     """All metrics × all systems, cells coloured by value, each row's best in bold."""
     systems = ev.get("systems") or {}
     names = ordered_systems(systems)
-    metrics = ordered_metrics({m for s in systems.values() for m in (s.get("metrics") or {})})
+    metrics = system_metrics(systems)
     head = "".join(f'<th class="{"model" if n == "model" else ""}">{_e(system_label(n))}</th>' for n in names)
     rows = []
     for m in metrics:
         best = _row_best(systems, m)
         tds = "".join(f'<td style="background:{_colour(m, ci)}" class="{"model" if n == "model" else ""}">'
-                      f"{_ci_html(m, ci, n == best)}</td>"
-                      for n in names for ci in [(systems[n].get("metrics") or {}).get(m)])
+                      f"{_ci_html(m, ci, n in best)}</td>"
+                      for n in names for ci in [_ci(systems[n], m)])
         rows.append(f"<tr><th class=\"row\">{_e(metric_label(m))}</th>{tds}</tr>")
     return f'<div class="scroll"><table><thead><tr><th></th>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
 
@@ -615,7 +618,7 @@ def _ablations_html(ablations: list[dict]) -> str:
     rows = []
     for a in ablations:
         effects = a.get("effects") or {}
-        tds = "".join(f'<td class="{"sig" if excludes_zero(effects.get(m)) else ""}">{_e(_signed(m, effects.get(m)))}</td>'
+        tds = "".join(f'<td class="{_effect_class(m, effects.get(m))}">{_e(_signed(m, effects.get(m)))}</td>'
                       for m in metrics)
         rows.append(f"<tr><th class=\"row\">{_e(a['name'])}</th><td>{_e(_hours(a.get('hours')))}</td>"
                     f"<td>{_e(a.get('seeds', '?'))}</td>{tds}</tr>")
@@ -625,16 +628,21 @@ def _ablations_html(ablations: list[dict]) -> str:
             f"<tbody>{''.join(rows)}</tbody></table></section>")
 
 
+def _effect_class(metric: str, ci: dict | None) -> str:
+    """``worse``/``better`` (without the ablated part) where the interval excludes 0, else ``""``."""
+    return {"#d62728": "sig worse", "#1f77b4": "sig better"}.get(_effect_colour(metric, ci), "")
+
+
 def _kv_table(title: str, d: dict) -> str:
     rows = "".join(f"<tr><th class=\"row\">{_e(k)}</th><td>{_e(v if isinstance(v, str) else json.dumps(v, ensure_ascii=False))}</td></tr>"
                    for k, v in d.items())
-    return f"<h3>{_e(title)}</h3><table class=\"kv\">{rows}</table>" if d else ""
+    return f"<div><h3>{_e(title)}</h3><table class=\"kv\">{rows}</table></div>" if d else ""
 
 
 def _footer_html(report: dict) -> str:
-    return ("<footer><h2>Setup</h2>" + _kv_table("config", report.get("config") or {})
-            + _kv_table("machine", report.get("machine") or {}) + _kv_table("model", report.get("model") or {})
-            + _kv_table("training data", report.get("train") or {}) + "</footer>")
+    tables = [_kv_table(title, report.get(key) or {}) for title, key in
+              (("config", "config"), ("machine", "machine"), ("model", "model"), ("training data", "train"))]
+    return "<footer><h2>Setup</h2><div class=\"setup\">" + "".join(tables) + "</div></footer>"
 
 
 _STYLE = """
@@ -653,10 +661,11 @@ table{border-collapse:collapse;margin:.5em 0 1em}td,th{border:1px solid #ddd;pad
 th{background:#eef}th.row{text-align:left;background:#f6f6fa;font-weight:normal}
 td.model,th.model{border-left:2px solid #1f77b4;border-right:2px solid #1f77b4}
 .iv{color:#555;font-size:11px}.na{color:#999}.vs{font-size:11px;color:#555}
-td.sig{font-weight:bold;background:#fde2c8}
+td.sig{font-weight:bold}td.worse{background:#f9d0d0}td.better{background:#d3e3f6}
+thead th:first-child{text-align:left}
 .scroll{overflow-x:auto}img{max-width:100%;display:block;margin:.5em 0}
-.kv td{text-align:left;font-family:monospace;font-size:12px}.notes{font-size:13px;color:#444}
-footer{margin-top:2em;color:#444}
+.kv td{text-align:left;font-family:monospace;font-size:12px;max-width:560px;overflow-wrap:anywhere}.notes{font-size:13px;color:#444}
+footer{margin-top:2em;color:#444}.setup{display:flex;flex-wrap:wrap;gap:0 28px}.setup h3{margin:.4em 0 0}
 """
 
 
