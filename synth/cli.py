@@ -493,7 +493,7 @@ def learn(train: str = typer.Argument(..., help="Training run folder(s), RUN[,RU
                                                 "outputs/learn/TRAIN)."),
           hours: Optional[float] = typer.Option(None, "--hours", help="Train on the first H hours only."),
           seeds: int = typer.Option(3, "--seeds", help="Model seeds (trained in parallel)."),
-          epochs: int = typer.Option(6, "--epochs", help="Passes over the training audio."),
+          epochs: int = typer.Option(12, "--epochs", help="Passes over the training audio."),
           device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
           workers: int = typer.Option(2, "--workers", help="Processes training at once (one torch thread each)."),
           tolerance: float = typer.Option(0.4, "--tolerance", help="Event match tolerance, seconds."),

@@ -37,7 +37,7 @@ class LearnConfig:
     """Everything that decides a report's numbers besides the data."""
 
     seeds: int = 3
-    epochs: int = 6
+    epochs: int = 12
     hidden: int = 128
     device: str = "cpu"
     tolerance_s: float = 0.4
@@ -127,7 +127,8 @@ def _run_jobs(jobs: list[tuple[str, int]], workers: int) -> list[dict]:
 
 
 def _as_prediction(p: dict) -> Prediction:
-    return Prediction(take=p["floor"][:, TAKE], release=p["floor"][:, RELEASE], floor=p["floor"], near=p["near"])
+    """Events from the event heads ("a TAKE / RELEASE within 0.24 s"), floor and VAP from theirs."""
+    return Prediction(take=p["soon"][:, 0], release=p["soon"][:, 1], floor=p["floor"], near=p["near"])
 
 
 def tune_thresholds(sessions: list[LearnSession], preds: list[Prediction], tol: int) -> tuple[float, float]:

@@ -18,10 +18,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from .data import LearnSession
+from .data import RELEASE, TAKE, LearnSession
 
 VAP_BINS_S = ((0.0, 0.2), (0.2, 0.6), (0.6, 1.2), (1.2, 2.0))
 N_VAP = 2 * len(VAP_BINS_S)
+SOON_S = 0.24  # the event heads: "a TAKE / RELEASE frame within the next 0.24 s (this frame included)"
+N_OUT = 4 + 4 + 2 + N_VAP + 2
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,7 @@ class TrainSettings:
 
     inputs: str = "audio"          # "audio" (log-mel of both channels) or "vad" (reference VAD only)
     hidden: int = 128
-    epochs: int = 6
+    epochs: int = 12
     chunk_frames: int = 200        # 16 s at 80 ms
     batch: int = 16
     lr: float = 2e-3
@@ -39,7 +41,7 @@ class TrainSettings:
     device: str = "cpu"
 
 
-def model_inputs(s: LearnSession, inputs: str, swap: bool = False) -> np.ndarray:
+def model_inputs(s: LearnSession, inputs: str, swap: bool = False, dtype=np.float32) -> np.ndarray:
     """``(n, D)`` float32: the user side at ``k`` and the system channel at ``k - 1``.
 
     ``swap`` exchanges the two channels first (the channel-swap control).
@@ -51,7 +53,7 @@ def model_inputs(s: LearnSession, inputs: str, swap: bool = False) -> np.ndarray
     if swap:
         user, system = system, user
     late = np.concatenate([np.full_like(system[:1], system.min() if inputs == "audio" else 0.0), system[:-1]])
-    return np.concatenate([user, late], axis=1)
+    return np.concatenate([user, late], axis=1).astype(dtype, copy=False)
 
 
 def vap_targets(s: LearnSession) -> tuple[np.ndarray, np.ndarray]:
@@ -81,7 +83,7 @@ class TurnTakingNet(nn.Module):
         self.proj = nn.Linear(in_dim, hidden)
         self.conv = nn.Conv1d(hidden, hidden, kernel_size=3)
         self.gru = nn.GRU(hidden, hidden, batch_first=True)
-        self.head = nn.Linear(hidden, 4 + 4 + 2 + N_VAP)
+        self.head = nn.Linear(hidden, N_OUT)
 
     def forward(self, x: torch.Tensor, h: torch.Tensor | None = None):
         z = torch.relu(self.proj((x - self.mean) / self.std))            # (B, T, H)
@@ -95,10 +97,20 @@ def parameter_count(model: nn.Module) -> int:
     return int(sum(p.numel() for p in model.parameters()))
 
 
+def soon_targets(s: LearnSession) -> np.ndarray:
+    """``(n, 2)``: a TAKE (col 0) / RELEASE (col 1) frame within the next ``SOON_S`` (frame included)."""
+    h = max(1, int(round(SOON_S / s.frame_period_s)))
+    out = np.zeros((s.n_frames, 2), np.float32)
+    for col, cls in ((0, TAKE), (1, RELEASE)):
+        for f in np.flatnonzero(s.sys_floor == cls):
+            out[max(0, f - h + 1):f + 1, col] = 1.0
+    return out
+
+
 def _targets(s: LearnSession, rng: np.random.Generator | None):
     floor = s.sys_floor.astype(np.int64)
     action = s.sys_action.astype(np.int64) if s.sys_action is not None else np.full(s.n_frames, -100, np.int64)
-    vad = np.stack([s.usr_vad, s.sys_vad], axis=1).astype(np.float32)
+    vad = np.concatenate([np.stack([s.usr_vad, s.sys_vad], axis=1).astype(np.float32), soon_targets(s)], axis=1)
     vap, vmask = vap_targets(s)
     if rng is not None:  # shuffled-labels control: audio and labels no longer line up
         shift = int(rng.integers(s.n_frames // 4, max(s.n_frames // 4 + 1, 3 * s.n_frames // 4)))
@@ -119,22 +131,21 @@ def _loss(out, batch, floor_w):
     if (action >= 0).any():
         loss = loss + 0.5 * ce(out[..., 4:8].reshape(-1, 4), action.reshape(-1), ignore_index=-100)
     bce = nn.functional.binary_cross_entropy_with_logits
-    loss = loss + 0.5 * bce(out[..., 8:10], vad)
-    return loss + 0.5 * (bce(out[..., 10:], vap, reduction="none") * vmask).sum() / vmask.sum().clamp(min=1)
+    loss = loss + 0.5 * bce(out[..., 8:10], vad[..., :2]) + bce(out[..., -2:], vad[..., 2:])
+    return loss + 0.5 * (bce(out[..., 10:10 + N_VAP], vap, reduction="none") * vmask).sum() / vmask.sum().clamp(min=1)
 
 
 def train(sessions: list[LearnSession], settings: TrainSettings) -> TurnTakingNet:
     """Train on random ``chunk_frames`` crops; deterministic for a seed on one thread."""
     torch.manual_seed(settings.seed)
     rng = np.random.default_rng(settings.seed)
-    xs = [model_inputs(s, settings.inputs) for s in sessions]
+    xs = [model_inputs(s, settings.inputs, dtype=np.float16) for s in sessions]  # half the memory; crops widen
     label_rng = np.random.default_rng(settings.seed + 1) if settings.shuffle_labels else None
     ys = [_targets(s, label_rng) for s in sessions]
-    allx = np.concatenate(xs)
-    model = TurnTakingNet(allx.shape[1], settings.hidden)
-    model.mean.copy_(torch.from_numpy(allx.mean(0)))
-    model.std.copy_(torch.from_numpy(allx.std(0) + 1e-3))
-    del allx
+    mean, std = _moments(xs)
+    model = TurnTakingNet(xs[0].shape[1], settings.hidden)
+    model.mean.copy_(torch.from_numpy(mean))
+    model.std.copy_(torch.from_numpy(std))
     dev = torch.device(settings.device)
     model.to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=settings.lr)
@@ -160,12 +171,22 @@ def train(sessions: list[LearnSession], settings: TrainSettings) -> TurnTakingNe
     return model.cpu()
 
 
+def _moments(xs: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Per-dimension mean and std over every frame, one session at a time (float64 sums)."""
+    n = sum(len(x) for x in xs)
+    s1 = sum(x.astype(np.float64).sum(0) for x in xs)
+    s2 = sum((x.astype(np.float64) ** 2).sum(0) for x in xs)
+    mean = s1 / n
+    std = np.sqrt(np.maximum(s2 / n - mean ** 2, 0.0)) + 1e-3
+    return mean.astype(np.float32), std.astype(np.float32)
+
+
 def _crop_batch(xs, ys, lengths, p, settings: TrainSettings, rng: np.random.Generator):
     L = settings.chunk_frames
     picks = rng.choice(len(xs), size=settings.batch, p=p)
     bx = np.zeros((settings.batch, L, xs[0].shape[1]), np.float32)
     by = [np.zeros((settings.batch, L), np.int64), np.full((settings.batch, L), -100, np.int64),
-          np.zeros((settings.batch, L, 2), np.float32), np.zeros((settings.batch, L, N_VAP), np.float32),
+          np.zeros((settings.batch, L, 4), np.float32), np.zeros((settings.batch, L, N_VAP), np.float32),
           np.zeros((settings.batch, L, N_VAP), np.float32)]
     floor_mask = np.zeros((settings.batch, L), bool)
     for b, i in enumerate(picks):
@@ -187,7 +208,8 @@ def predict(model: TurnTakingNet, s: LearnSession, inputs: str, swap: bool = Fal
     x = torch.from_numpy(model_inputs(s, inputs, swap))[None]
     out = model(x)[0][0]
     floor = torch.softmax(out[:, :4], dim=-1).numpy()
-    vap = torch.sigmoid(out[:, 10:]).numpy()
+    vap = torch.sigmoid(out[:, 10:10 + N_VAP]).numpy()
+    soon = torch.sigmoid(out[:, -2:]).numpy()
     nb = len(VAP_BINS_S)
     near = np.stack([vap[:, :2].mean(1), vap[:, nb:nb + 2].mean(1)], axis=1)  # 0-0.6 s
-    return {"floor": floor, "near": near}
+    return {"floor": floor, "near": near, "soon": soon}

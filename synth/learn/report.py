@@ -247,8 +247,8 @@ def eval_table(name: str, ev: dict, width: int = 100) -> Table:
     metrics = system_metrics(systems)
     cells = _cells(metrics, systems, names)
     short, two_lines, compact = _layout(metrics, names, cells, width)
-    title = f"{name}: {ev.get('sessions', '?')} sessions, {_hours(ev.get('hours'))}"
-    table = _plain_table(title, caption="latency (ms) and take-over rates: lower is better")
+    caption = "\n".join(x for x in (trained_on_line(ev), "latency (ms) and take-over rates: lower is better") if x)
+    table = _plain_table(f"{name}: {eval_line(ev)}", caption=caption)
     table.add_column("metric", no_wrap=True)
     for n in names:
         table.add_column(Text(system_label(n)), justify="right", style="cyan" if n == "model" else None)
@@ -268,7 +268,7 @@ def summary_table(report: dict, width: int = 100) -> list[Table]:
 
 
 def _curve_table(curve: list[dict]) -> Table:
-    table = _plain_table("learning curve (model, held-out)")
+    table = _plain_table("learning curve (the model, by training hours)")
     table.add_column("hours", justify="right")
     table.add_column("seeds", justify="right")
     for m in CURVE_METRICS:
@@ -279,9 +279,9 @@ def _curve_table(curve: list[dict]) -> Table:
     return table
 
 
-def _ablation_table(ablations: list[dict]) -> Table:
+def _ablation_table(ablations: list[dict], ref: dict | None = None) -> Table:
     metrics = ordered_metrics({m for a in ablations for m in (a.get("effects") or {})})
-    table = _plain_table("ablations: ablated minus full (* the interval excludes 0)")
+    table = _plain_table("ablations: ablated minus full (* the interval excludes 0)", caption=_reference_line(ref) or None)
     table.add_column("ablation")
     for m in metrics:
         table.add_column(Text(metric_label(m)), justify="right")
@@ -300,6 +300,21 @@ def _signed(metric: str, ci: dict | None) -> str:
 
 def _hours(h: float | None) -> str:
     return f"{h:.2f} h" if isinstance(h, (int, float)) else "? h"
+
+
+def eval_line(ev: dict) -> str:
+    """``30 sessions, 1.00 h (en 10, zh 20)``: the size of one eval."""
+    langs = ", ".join(f"{k} {v}" for k, v in (ev.get("languages") or {}).items())
+    return f"{ev.get('sessions', '?')} sessions, {_hours(ev.get('hours'))}" + (f" ({langs})" if langs else "")
+
+
+def trained_on_line(ev: dict) -> str:
+    """Where an eval was scored by a model of its own (``trained_on``), what that model learnt from."""
+    t = ev.get("trained_on") or {}
+    if not t:
+        return ""
+    size = f"{t.get('sessions', '?')} sessions, {_hours(t.get('hours'))}"
+    return f"scored by a model trained on {t['note']} ({size})" if t.get("note") else f"scored by a model trained on {size}"
 
 
 def train_line(report: dict) -> str:
@@ -322,7 +337,7 @@ def print_summary(report: dict, console: Console) -> None:
     if report.get("learning_curve"):
         console.print(_curve_table(report["learning_curve"]))
     if report.get("ablations"):
-        console.print(_ablation_table(report["ablations"]))
+        console.print(_ablation_table(report["ablations"], report.get("ablation_reference")))
     for w in report.get("warnings") or []:
         console.print(Text(f"warning: {w}", style="yellow"))
 
@@ -521,8 +536,8 @@ def _headline_card(name: str, ev: dict) -> str:
         rows.append(f'<div class="hl"><div class="hlm">{_e(metric_label(m))}</div>'
                     f'<div class="big">{_ci_html(m, model.get(m))}</div>'
                     f'<div class="base">best baseline — {base}</div>{badge}</div>')
-    return (f'<div class="card"><h3>{_e(name)}</h3><div class="sub">{_e(ev.get("sessions", "?"))} sessions, '
-            f'{_e(_hours(ev.get("hours")))}</div>{"".join(rows)}</div>')
+    return (f'<div class="card"><h3>{_e(name)}</h3><div class="sub">{_e(eval_line(ev))}</div>'
+            f'{"".join(rows)}</div>')
 
 
 def _header_html(report: dict) -> str:
@@ -547,7 +562,9 @@ def _systems_table(ev: dict) -> str:
     systems = ev.get("systems") or {}
     names = ordered_systems(systems)
     metrics = system_metrics(systems)
-    head = "".join(f'<th class="{"model" if n == "model" else ""}">{_e(system_label(n))}</th>' for n in names)
+    head = "".join(f'<th class="{"model" if n == "model" else ""}">{_e(system_label(n))}'
+                   + (f'<br><small>{_e(systems[n]["seeds"])} seed{"s" * (systems[n]["seeds"] != 1)}</small>'
+                      if isinstance(systems[n].get("seeds"), int) else "") + "</th>" for n in names)
     rows = []
     for m in metrics:
         best = _row_best(systems, m)
@@ -592,7 +609,8 @@ def _eval_html(name: str, ev: dict) -> str:
     notes = "".join(f"<li><b>{_e(system_label(n))}</b>: {_e(s['note'])}</li>"
                     for n, s in (ev.get("systems") or {}).items() if s.get("note"))
     return (f'<section class="eval"><h2>{_e(name)}</h2>'
-            f'<p class="sub">{_e(ev.get("sessions", "?"))} sessions, {_e(_hours(ev.get("hours")))}</p>'
+            f'<p class="sub">{_e(eval_line(ev))}</p>'
+            + (f'<p class="note">{_e(trained_on_line(ev))}</p>' if ev.get("trained_on") else "")
             + (_img(eval_figure(ev), f"{name}: model and baselines") if ev.get("systems") else "")
             + _systems_table(ev)
             + (f'<ul class="notes">{notes}</ul>' if notes else "")
@@ -603,16 +621,28 @@ def _eval_html(name: str, ev: dict) -> str:
 
 
 def _curve_html(curve: list[dict]) -> str:
-    rows = "".join(f"<tr><td>{p['hours']:g}</td><td>{_e(p.get('seeds', '?'))}</td>"
+    rows = "".join(f"<tr><td>{p['hours']:g}</td><td>{_e(_hours(p.get('train_hours', p['hours'])))}</td>"
+                   f"<td>{_e(p.get('seeds', '?'))}</td>"
                    + "".join(f"<td style=\"background:{_colour(m, ci)}\">{_ci_html(m, ci)}</td>"
                              for m in CURVE_METRICS for ci in [(p.get("metrics") or {}).get(m)])
                    + "</tr>" for p in sorted(curve, key=lambda p: p["hours"]))
     head = "".join(f"<th>{_e(metric_label(m))}</th>" for m in CURVE_METRICS)
     return ('<section><h2>Learning curve</h2>' + _img(curve_figure(curve), "learning curve")
-            + f"<table><thead><tr><th>hours</th><th>seeds</th>{head}</tr></thead><tbody>{rows}</tbody></table></section>")
+            + f"<table><thead><tr><th>hours</th><th>trained on</th><th>seeds</th>{head}</tr></thead>"
+            f"<tbody>{rows}</tbody></table></section>")
 
 
-def _ablations_html(ablations: list[dict]) -> str:
+def _reference_line(ref: dict | None) -> str:
+    """The everything-on model the ablations are measured against, as one line."""
+    if not ref:
+        return ""
+    metrics = (ref.get("metrics") or {})
+    hours = _hours(ref.get("train_hours", ref.get("hours")))
+    return (f"{ref.get('name', 'reference')}, {hours}: "
+            + ", ".join(f"{metric_label(m)} {fmt_ci(m, metrics[m])}" for m in ordered_metrics(metrics)))
+
+
+def _ablations_html(ablations: list[dict], ref: dict | None = None) -> str:
     metrics = ordered_metrics({m for a in ablations for m in (a.get("effects") or {})})
     head = "".join(f"<th>{_e(metric_label(m))}</th>" for m in metrics)
     rows = []
@@ -620,11 +650,12 @@ def _ablations_html(ablations: list[dict]) -> str:
         effects = a.get("effects") or {}
         tds = "".join(f'<td class="{_effect_class(m, effects.get(m))}">{_e(_signed(m, effects.get(m)))}</td>'
                       for m in metrics)
-        rows.append(f"<tr><th class=\"row\">{_e(a['name'])}</th><td>{_e(_hours(a.get('hours')))}</td>"
+        rows.append(f"<tr><th class=\"row\">{_e(a['name'])}</th><td>{_e(_hours(a.get('train_hours', a.get('hours'))))}</td>"
                     f"<td>{_e(a.get('seeds', '?'))}</td>{tds}</tr>")
     return ("<section><h2>Ablations</h2><p class=\"sub\">Effect = ablated minus full, paired over seeds and "
-            "sessions; highlighted where the interval excludes 0.</p>" + _img(ablation_figure(ablations), "ablations")
-            + f"<table><thead><tr><th>ablation</th><th>hours</th><th>seeds</th>{head}</tr></thead>"
+            "sessions; highlighted where the interval excludes 0.</p>"
+            + (f'<p class="note">{_e(_reference_line(ref))}</p>' if ref else "") + _img(ablation_figure(ablations), "ablations")
+            + f"<table><thead><tr><th>ablation</th><th>trained on</th><th>seeds</th>{head}</tr></thead>"
             f"<tbody>{''.join(rows)}</tbody></table></section>")
 
 
@@ -660,7 +691,7 @@ h1{margin:.2em 0}h2{margin-top:1.6em;border-bottom:1px solid #ddd;padding-bottom
 table{border-collapse:collapse;margin:.5em 0 1em}td,th{border:1px solid #ddd;padding:3px 8px;font-size:13px;text-align:right}
 th{background:#eef}th.row{text-align:left;background:#f6f6fa;font-weight:normal}
 td.model,th.model{border-left:2px solid #1f77b4;border-right:2px solid #1f77b4}
-.iv{color:#555;font-size:11px}.na{color:#999}.vs{font-size:11px;color:#555}
+.note{color:#6a4a00;font-size:14px}th small{font-weight:normal;color:#555}.iv{color:#555;font-size:11px}.na{color:#999}.vs{font-size:11px;color:#555}
 td.sig{font-weight:bold}td.worse{background:#f9d0d0}td.better{background:#d3e3f6}
 thead th:first-child{text-align:left}
 .scroll{overflow-x:auto}img{max-width:100%;display:block;margin:.5em 0}
@@ -672,12 +703,13 @@ footer{margin-top:2em;color:#444}.setup{display:flex;flex-wrap:wrap;gap:0 28px}.
 def render_html(report: dict) -> str:
     """The whole page as one string: headline, warnings, one section per eval, the learning curve
     and ablations when present, the setup; every plot inline, every text escaped."""
-    data = json.dumps(report, sort_keys=True, ensure_ascii=False)
+    # the per-session statistics (``raw``) serve paired comparisons, not readers: left out of the page
+    data = json.dumps({k: v for k, v in report.items() if k != "raw"}, sort_keys=True, ensure_ascii=False)
     data = data.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
     parts = [_header_html(report), _warnings_html(report),
              *[_eval_html(n, ev) for n, ev in (report.get("evals") or {}).items()],
              _curve_html(report["learning_curve"]) if report.get("learning_curve") else "",
-             _ablations_html(report["ablations"]) if report.get("ablations") else "",
+             _ablations_html(report["ablations"], report.get("ablation_reference")) if report.get("ablations") else "",
              _footer_html(report),
              f'<script type="application/json" id="report-data">{data}</script>']
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>synth learn report</title>'
