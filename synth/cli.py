@@ -521,7 +521,9 @@ def learn(train: str = typer.Argument(..., help="Training run folder(s), RUN[,RU
                          lambda m: console.print(m, highlight=False))
     from .learn.report import print_summary
 
-    print_summary(rep, _Console(soft_wrap=False))
+    import shutil
+
+    print_summary(rep, _Console(soft_wrap=False, width=max(100, shutil.get_terminal_size().columns)))
     console.print(f"[green]wrote[/] {out / 'report.json'} and {out / 'report.html'}")
 
 

@@ -175,20 +175,22 @@ def _metric(rep, system, name, ev):
 
 @pytest.mark.slow
 def test_learn_end_to_end_beats_baselines_and_is_reproducible(runs, tmp_path):
-    args = [runs["train"], "--eval", runs["train"], "--eval", runs["eval"], "--seeds", "1", "--epochs", "40",
+    args = [runs["train"], "--eval", runs["train"], "--eval", runs["eval"], "--seeds", "1", "--epochs", "30",
             "--bootstrap", "200", "--cache", tmp_path / "cache"]
     r = synth("learn", *args, "-o", tmp_path / "a")
     rep = json.loads((tmp_path / "a" / "report.json").read_text())
     assert (tmp_path / "a" / "report.html").stat().st_size > 10000
     ev = "train"
-    model = _metric(rep, "model", "start_speaking_f1", ev)
-    assert model > _metric(rep, "prior", "start_speaking_f1", ev) + 0.2
-    assert model > _metric(rep, "silence_rule", "start_speaking_f1", ev)
+    # on its own training distribution the model holds the floor where the labels do and waits
+    # through the user's pauses, which the silence rule cannot; the shuffled control learns neither
+    assert _metric(rep, "model", "start_speaking_f1", ev) > _metric(rep, "prior", "start_speaking_f1", ev) + 0.2
+    assert _metric(rep, "model", "floor_macro_f1", ev) > _metric(rep, "silence_rule", "floor_macro_f1", ev) + 0.2
     assert _metric(rep, "model", "floor_macro_f1", ev) > _metric(rep, "prior", "floor_macro_f1", ev) + 0.2
-    assert _metric(rep, "shuffled_labels", "start_speaking_f1", ev) < _metric(rep, "silence_rule",
-                                                                              "start_speaking_f1", ev)
+    assert _metric(rep, "model", "takeover_user_pause", ev) < _metric(rep, "silence_rule", "takeover_user_pause", ev)
+    assert _metric(rep, "shuffled_labels", "floor_macro_f1", ev) < _metric(rep, "model", "floor_macro_f1", ev) - 0.2
+    assert _metric(rep, "shuffled_labels", "start_speaking_f1", ev) < _metric(rep, "model", "start_speaking_f1", ev)
     assert "heldout" in rep["evals"] and rep["evals"]["heldout"]["sessions"] == 4
-    assert "start-speaking" in r.stdout.lower() or "start_speaking" in r.stdout.lower()
+    assert "silence" in r.stdout and "start-spk F1" in r.stdout and "heldout" in r.stdout
     synth("learn", *args, "-o", tmp_path / "b")
     again = json.loads((tmp_path / "b" / "report.json").read_text())
     assert again["evals"] == rep["evals"]
@@ -196,8 +198,8 @@ def test_learn_end_to_end_beats_baselines_and_is_reproducible(runs, tmp_path):
 
 def _one_line_error(r, *needles):
     assert r.returncode == 2, r.stderr
-    lines = [x for x in r.stderr.strip().splitlines() if x.strip()]
-    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    lines = [x for x in r.stderr.strip().splitlines() if x.startswith("error:")]
+    assert len(lines) == 1 and "Traceback" not in r.stderr and r.stderr.strip().endswith(lines[0]), r.stderr
     for n in needles:
         assert n in lines[0], lines[0]
 
