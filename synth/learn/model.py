@@ -76,17 +76,18 @@ def vap_targets(s: LearnSession) -> tuple[np.ndarray, np.ndarray]:
 class TurnTakingNet(nn.Module):
     """Causal: frame ``k``'s outputs depend on inputs ``<= k`` only (tested)."""
 
-    def __init__(self, in_dim: int, hidden: int = 128):
+    def __init__(self, in_dim: int, hidden: int = 128, dropout: float = 0.2):
         super().__init__()
         self.register_buffer("mean", torch.zeros(in_dim))
         self.register_buffer("std", torch.ones(in_dim))
         self.proj = nn.Linear(in_dim, hidden)
+        self.drop = nn.Dropout(dropout)
         self.conv = nn.Conv1d(hidden, hidden, kernel_size=3)
         self.gru = nn.GRU(hidden, hidden, batch_first=True)
         self.head = nn.Linear(hidden, N_OUT)
 
     def forward(self, x: torch.Tensor, h: torch.Tensor | None = None):
-        z = torch.relu(self.proj((x - self.mean) / self.std))            # (B, T, H)
+        z = self.drop(torch.relu(self.proj((x - self.mean) / self.std)))  # (B, T, H)
         z = nn.functional.pad(z.transpose(1, 2), (2, 0))                   # left pad only: causal
         z = torch.relu(self.conv(z)).transpose(1, 2)
         z, h = self.gru(z, h)
@@ -148,7 +149,7 @@ def train(sessions: list[LearnSession], settings: TrainSettings) -> TurnTakingNe
     model.std.copy_(torch.from_numpy(std))
     dev = torch.device(settings.device)
     model.to(dev)
-    opt = torch.optim.Adam(model.parameters(), lr=settings.lr)
+    opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=1e-2)
     floor_w = _class_weights(sessions).to(dev)
     lengths = np.array([len(x) for x in xs])
     total = int(lengths.sum())
