@@ -175,7 +175,7 @@ def _metric(rep, system, name, ev):
 
 @pytest.mark.slow
 def test_learn_end_to_end_beats_baselines_and_is_reproducible(runs, tmp_path):
-    args = [runs["train"], "--eval", runs["train"], "--eval", runs["eval"], "--seeds", "1", "--epochs", "30",
+    args = [runs["train"], "--eval", runs["train"], "--eval", runs["eval"], "--seeds", "1", "--epochs", "60",
             "--bootstrap", "200", "--cache", tmp_path / "cache"]
     r = synth("learn", *args, "-o", tmp_path / "a")
     rep = json.loads((tmp_path / "a" / "report.json").read_text())
