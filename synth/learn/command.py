@@ -67,6 +67,9 @@ def run_learn(train: str, evals: list[str], eval_real: Path | None, output: Path
 
         loaded[f"real: {eval_real.name}"] = list(read_real(eval_real, period, **real_options))
     report = evaluate(train_sessions, loaded, cfg, train_runs=[str(p) for p in train_paths], progress=say)
+    import sys
+
+    report["created_by"] = " ".join(["synth", *sys.argv[1:]])
     out = output or Path("outputs") / "learn" / eval_name(train_paths).replace(",", "+")
     out.mkdir(parents=True, exist_ok=True)
     from .report import write_html, write_json

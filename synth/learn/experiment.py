@@ -16,7 +16,7 @@ import os
 import platform
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
@@ -325,6 +325,3 @@ def paired_effect(report_a: dict, report_b: dict, eval_name: str, metric: str, n
                         "the same eval set")
     return paired_difference(a["stats"], b["stats"], metric, n_boot)
 
-
-def with_defaults(cfg: LearnConfig, **changes) -> LearnConfig:
-    return replace(cfg, **{k: v for k, v in changes.items() if v is not None})
