@@ -1,10 +1,7 @@
 """synth learn: features, the causal model, metrics, and the command end to end on eSpeak runs."""
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,16 +14,7 @@ from synth.learn.data import RELEASE, TAKE, LearnSession, RunSource, _parquet_ro
 from synth.learn.features import frame_features, log_mel
 from synth.learn.metrics import events, match, onsets, paired_difference, session_stats, summarize, Prediction
 
-ROOT = Path(__file__).resolve().parents[1]
-SYNTH = [sys.executable, "-m", "synth.cli"]
-
-
-def synth(*args, check=True):
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
-    r = subprocess.run(SYNTH + [str(a) for a in args], capture_output=True, text=True, env=env, cwd=ROOT)
-    if check and r.returncode != 0:
-        raise AssertionError(r.stderr[-3000:])
-    return r
+from inspect_helpers import ROOT, synth
 
 
 def make_run(tmp: Path, name: str, sessions: int, seed: int, frame_ms: int = 80) -> Path:
