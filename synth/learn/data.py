@@ -21,6 +21,8 @@ from typing import Any, Iterator
 import numpy as np
 
 from ..errors import UserError
+from ..inspection.runfolder import RunFolder
+from ..io.files import write_atomic_with, write_text_atomic
 from .features import FEATURE_VERSION, frame_features
 
 TAKE, HOLD, RELEASE, NOT_HOLD = 1, 2, 3, 0
@@ -64,16 +66,17 @@ class LearnSession:
         return self.n_frames * self.frame_period_s
 
     def to_npz(self, path: Path) -> None:
-        """Write atomically (temp name, then rename)."""
+        """Write atomically (``io.files.write_atomic_with``)."""
         arrays = {k: getattr(self, k) for k in ("user_feat", "system_feat", "sys_floor", "sys_vad", "usr_vad")}
         if self.sys_action is not None:
             arrays["sys_action"] = self.sys_action
         head = {k: getattr(self, k) for k in ("session_id", "run", "language", "scenario_id", "frame_period_s",
                                               "families", "contexts", "meta")}
-        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-        with open(tmp, "wb") as f:
-            np.savez(f, head=np.frombuffer(json.dumps(head).encode(), dtype=np.uint8), **arrays)
-        os.replace(tmp, path)
+        def save(tmp: Path) -> None:
+            with open(tmp, "wb") as f:  # a file object: np.savez would add ".npz" to a temporary's name
+                np.savez(f, head=np.frombuffer(json.dumps(head).encode(), dtype=np.uint8), **arrays)
+
+        write_atomic_with(path, save)
 
     @classmethod
     def from_npz(cls, path: Path) -> "LearnSession":
@@ -228,33 +231,35 @@ def _wds_sample(tf: Path, parts: dict) -> tuple[dict, bytes, bytes]:
 
 @dataclass(frozen=True)
 class RunSource:
-    """A run folder written by ``synth run``, read as a stream of :class:`LearnSession`."""
+    """A run folder written by ``synth run``, read as a stream of :class:`LearnSession`.
 
-    path: Path
+    ``run.json`` is read once, by :class:`~synth.inspection.runfolder.RunFolder` (its one-line
+    errors for a missing or damaged file); the sessions are streamed here, not through
+    ``RunFolder.sessions``, which holds a whole shard in memory.
+    """
+
+    folder: RunFolder
 
     @classmethod
     def open(cls, path: str | Path) -> "RunSource":
-        p = Path(path)
-        if not (p / "run.json").is_file():
-            raise UserError(f"{p}: not a run folder (no run.json)")
-        src = cls(p)
+        src = cls(RunFolder(Path(path)))
         if not src.shard_files():
-            raise UserError(f"{p}: no shards (shards/parquet/*.parquet or shards/webdataset/*.tar)")
+            raise UserError(f"{src.path}: no shards (shards/parquet/*.parquet or shards/webdataset/*.tar)")
         return src
 
+    @property
+    def path(self) -> Path:
+        return self.folder.path
+
     def info(self) -> dict:
-        try:
-            return json.loads((self.path / "run.json").read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise UserError(f"{self.path / 'run.json'}: damaged run.json ({e})") from None
+        return self.folder.info
 
     def shard_files(self) -> list[Path]:
-        pq_files = sorted((self.path / "shards" / "parquet").glob("*.parquet"))
-        return pq_files or sorted((self.path / "shards" / "webdataset").glob("*.tar"))
+        return self.folder.parquet_files or self.folder.webdataset_files
 
     @property
     def name(self) -> str:
-        return str(self.info().get("config", {}).get("name") or self.path.name)
+        return self.folder.name
 
     def frame_period_s(self) -> float:
         ms = self.info().get("config", {}).get("labels", {}).get("frame_period_ms")
@@ -296,9 +301,7 @@ class RunSource:
             s.to_npz(d / f"{s.session_id}.npz")
             ids.append(s.session_id)
             yield s
-        tmp = d / f"complete.json.tmp{os.getpid()}"
-        tmp.write_text(json.dumps({"run": str(self.path), "sessions": ids}))
-        os.replace(tmp, done)
+        write_text_atomic(done, json.dumps({"run": str(self.path), "sessions": ids}))
 
 
 def default_cache_dir() -> Path:

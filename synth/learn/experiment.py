@@ -15,6 +15,7 @@ import multiprocessing
 import os
 import platform
 import time
+from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -154,13 +155,13 @@ def _summaries(stats: list[list[dict]], sessions: list[LearnSession], cfg: Learn
     langs = sorted({s.language for s in sessions})
     per_lang = {lang: summarize(stats, np.array([i for i, s in enumerate(sessions) if s.language == lang]),
                                 cfg.bootstrap) for lang in langs} if len(langs) > 1 else {}
-    fam = summarize(stats, n_boot=cfg.bootstrap, lists=False)
+    everything = summarize(stats, n_boot=cfg.bootstrap)  # the per-family F1s ride along as "metric@family"
     per_family = {}
     for f in MAIN_FAMILIES:
-        vals = {m: fam.get(f"{m}@{f}") for m in ("start_speaking_f1", "start_listening_f1")}
+        vals = {m: everything.get(f"{m}@{f}") for m in ("start_speaking_f1", "start_listening_f1")}
         if any(v and v["value"] is not None for v in vals.values()):
             per_family[f] = {m: v for m, v in vals.items() if v}
-    overall = {k: v for k, v in summarize(stats, n_boot=cfg.bootstrap).items() if "@" not in k}
+    overall = {k: v for k, v in everything.items() if "@" not in k}
     return {"metrics": overall, "per_language": {k: {m: v for m, v in d.items() if "@" not in m}
                                                   for k, d in per_lang.items()}, "per_family": per_family}
 
@@ -248,11 +249,12 @@ def evaluate(train: list[LearnSession], evals: dict[str, list[LearnSession]], cf
     activity = np.array([np.mean(np.concatenate([s.usr_vad for s in fit])),
                          np.mean(np.concatenate([s.sys_vad for s in fit]))])
     report["config"]["silence_rule"] = {"wait_ms": round(wait * period * 1000), "barge_ms": round(barge * period * 1000)}
+    thresholds = [tune_thresholds(val, [_as_prediction(p) for p in r["val"]], tol) for r in results]
+    prior_th = tune_thresholds(val, [prior_prediction(s, priors, activity) for s in val], tol) if cfg.controls else None
     for name, sessions in evals.items():
         systems, raw = {}, {}
         per_system: dict[str, list[list[dict]]] = {}
-        for r in results:
-            th = tune_thresholds(val, [_as_prediction(p) for p in r["val"]], tol)
+        for r, th in zip(results, thresholds):
             preds = [_as_prediction(p) for p in r["evals"][name]]
             per_system.setdefault(r["kind"], []).append(_stats_for(sessions, preds, th, tol))
             if r["kind"] == "model" and cfg.controls:
@@ -260,8 +262,7 @@ def evaluate(train: list[LearnSession], evals: dict[str, list[LearnSession]], cf
                 per_system.setdefault("channel_swap", []).append(_stats_for(sessions, swapped, th, tol))
         if cfg.controls:
             pp = [prior_prediction(s, priors, activity) for s in sessions]
-            per_system["prior"] = [_stats_for(sessions, pp, tune_thresholds(val, [prior_prediction(s, priors, activity)
-                                                                             for s in val], tol), tol)]
+            per_system["prior"] = [_stats_for(sessions, pp, prior_th, tol)]
             per_system["silence_rule"] = [_stats_for(sessions, [silence_rule(s, wait, barge) for s in sessions],
                                                      (0.5, 0.5), tol)]
         for kind in SYSTEMS:
@@ -279,10 +280,7 @@ def evaluate(train: list[LearnSession], evals: dict[str, list[LearnSession]], cf
 
 
 def _count(items: Iterable[str]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for x in items:
-        out[x] = out.get(x, 0) + 1
-    return dict(sorted(out.items()))
+    return dict(sorted(Counter(items).items()))
 
 
 def _report_head(train, fit, evals, cfg, train_runs, results) -> dict:
