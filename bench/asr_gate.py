@@ -2,6 +2,7 @@
 gate's cost per audio second beside the TTS cost.
 
     python bench/asr_gate.py --engine kokoro --lines 30 --variants whole:espeak,whole:misaki,runs:espeak,runs:misaki
+    python bench/asr_gate.py --engine kokoro --lines 30 --variants runs:misaki:int8,runs:misaki:float32
 
 The variants after the first are compared with it line by line (paired bootstrap).
 
@@ -50,8 +51,9 @@ def engine(name: str, variant: str):
         return EspeakTTS({"en": "en-us", "zh": "cmn"}), ["en-us", "en-us+m3", "en-us+f2"]
     from synth.backends.kokoro import KokoroTTS
 
-    cs, g2p = variant.split(":")
-    return KokoroTTS(code_switch=cs, english_g2p=g2p).load(), [f"pool-{i:02d}" for i in range(20)]
+    cs, g2p, *precision = variant.split(":")
+    return (KokoroTTS(code_switch=cs, english_g2p=g2p, precision=precision[0] if precision else "float32").load(),
+            [f"pool-{i:02d}" for i in range(20)])
 
 
 def run(args) -> dict:
@@ -67,8 +69,9 @@ def run(args) -> dict:
     for variant in args.variants.split(","):
         tts, voices = engine(args.engine, variant)
         for lang, items in lines.items():
-            if variant != args.variants.split(",")[0] and lang == "zh":
-                continue  # zh lines have no English span: the same audio in every variant
+            first = args.variants.split(",")[0]
+            if variant != first and lang == "zh" and variant.split(":")[2:] == first.split(":")[2:]:
+                continue  # zh lines have no English span: the same audio in every variant of one graph
             errs, tts_cpu, asr_cpu, audio_s, worst = [], 0.0, 0.0, 0.0, []
             for i, words in enumerate(items):
                 v = Voice(voices[i % len(voices)], 170, 50, 60)
@@ -115,11 +118,14 @@ def paired(results: dict, draws: int = 5000) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--engine", choices=["kokoro", "espeak"], default="kokoro")
-    ap.add_argument("--variants", default="runs:misaki", help="kokoro: code_switch:english_g2p, comma separated")
+    ap.add_argument("--variants", default="runs:misaki", help="kokoro: code_switch:english_g2p[:precision], comma separated")
     ap.add_argument("--lines", type=int, default=20, help="lines per language")
     ap.add_argument("--cache-dir", default=None)
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
+    from synth.backends.cpu import describe
+
+    print("cpu:", describe(), flush=True)
     res = run(args)
     if args.json:
         Path(args.json).write_text(json.dumps(res, ensure_ascii=False, indent=1))

@@ -2,10 +2,13 @@
 
     python bench/tts.py                       # eSpeak NG, Kokoro, Piper, Coqui on small random models
     python bench/tts.py --coqui-model /models/xtts_v2 --coqui-speaker-wav ref.wav
-    python bench/tts.py --engines kokoro --repeat 3
+    python bench/tts.py --engines kokoro --repeat 3 [--kokoro-precision int8,float32]
 
 RTF = seconds of compute per second of audio (CPU seconds of this process, and wall seconds),
-over en / zh / en-zh sentences, after one warm-up call per engine. The Coqui rows without
+over en / zh / en-zh sentences, after one warm-up call per engine and language (the sentences are
+tokenised before timing: jieba's dictionary load once made Mandarin eSpeak look 30x slower than
+English). The first line names the CPU and its speed flags: Kokoro's int8 graph is 4-6x slower
+without VNNI. The Coqui rows without
 ``--coqui-model`` use the tiny random VITS/XTTS of ``tests/coqui_models.py``: they measure the
 engine's overhead, not what a trained model costs (a trained XTTS-v2 has a 30-layer GPT).
 """
@@ -45,7 +48,9 @@ def engines(args, tmp: Path) -> dict:
     if "espeak" in want:
         out["espeak"] = (build_engine(EspeakConfig(), -40.0), "m1", ["en", "zh", "en-zh"])
     if "kokoro" in want:
-        out["kokoro"] = (build_engine(KokoroConfig(engine="kokoro"), -40.0), "pool-03", ["en", "zh", "en-zh"])
+        for precision in args.kokoro_precision.split(","):
+            out[f"kokoro {precision}"] = (build_engine(KokoroConfig(engine="kokoro", precision=precision), -40.0),
+                                          "pool-03", ["en", "zh", "en-zh"])
     if "piper" in want:
         out["piper"] = (build_engine(PiperConfig(engine="piper"), -40.0), "default", ["en"])
     if "coqui" in want:
@@ -73,21 +78,27 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--engines", default="espeak,kokoro,piper,coqui")
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--kokoro-precision", default="int8,float32", help="Kokoro graphs to time, comma separated")
     ap.add_argument("--coqui-model", help="a Coqui model folder (VITS or XTTS) instead of the tiny random ones")
     ap.add_argument("--coqui-speaker-wav", help="XTTS reference clip")
     ap.add_argument("--coqui-speaker", help="VITS speaker name")
     args = ap.parse_args()
+    from synth.backends.cpu import describe
+
+    print(f"cpu: {describe()}")
+    words = {lang: [tokenize(t) for t in texts] for lang, texts in SENTENCES.items()}  # jieba loads here, untimed
     with tempfile.TemporaryDirectory() as tmp:
         print(f"{'engine':28} {'lang':6} {'audio s':>8} {'cpu RTF':>8} {'wall RTF':>8}")
         for name, (engine, variant, langs) in engines(args, Path(tmp)).items():
             voice = Voice(variant, 170, 50, 50)
-            engine.synthesize(tokenize("hello"), voice, 16000)  # warm-up: loading is not synthesis
+            for lang in langs:  # warm-up: loading (model, G2P, dictionaries) is not synthesis
+                engine.synthesize(words[lang][0][:2], voice, 16000)
             for lang in langs:
                 audio = cpu = wall = 0.0
                 for _ in range(args.repeat):
-                    for text in SENTENCES[lang]:
+                    for text in words[lang]:
                         c0, w0 = time.process_time(), time.perf_counter()
-                        r = engine.synthesize(tokenize(text), voice, 16000)
+                        r = engine.synthesize(text, voice, 16000)
                         cpu += time.process_time() - c0
                         wall += time.perf_counter() - w0
                         audio += len(r.audio) / 16000

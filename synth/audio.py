@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from math import gcd
 
 import numpy as np
-from scipy.signal import resample_poly
+from scipy.signal import firwin, resample_poly
 
 
 def frame_rms_db(x: np.ndarray, win: int) -> np.ndarray:
@@ -35,7 +36,27 @@ def resample(x: np.ndarray, from_rate: int, to_rate: int) -> np.ndarray:
     if from_rate == to_rate:
         return x.astype(np.float32)
     g = gcd(from_rate, to_rate)
-    return resample_poly(x, to_rate // g, from_rate // g).astype(np.float32)
+    return polyphase(x, to_rate // g, from_rate // g).astype(np.float32)
+
+
+def polyphase(x: np.ndarray, up: int, down: int) -> np.ndarray:
+    """``scipy.signal.resample_poly(x, up, down)`` with its default filter designed once per
+    ``(up, down, dtype)`` instead of on every call (a 22050 -> 16000 Hz filter has 8,821 taps:
+    designing it cost more than filtering a short utterance). The samples are the same."""
+    x = np.asarray(x)
+    if not np.issubdtype(x.dtype, np.floating):
+        return resample_poly(x, up, down)
+    return resample_poly(x, up, down, window=_lowpass(up, down, x.dtype.str))
+
+
+@lru_cache(maxsize=32)
+def _lowpass(up: int, down: int, dtype: str) -> np.ndarray:
+    """The FIR filter ``resample_poly`` designs for ``(up, down)`` with its default window."""
+    g = gcd(up, down)
+    max_rate = max(up // g, down // g)
+    h = firwin(2 * 10 * max_rate + 1, 1.0 / max_rate, window=("kaiser", 5.0)).astype(dtype)
+    h.flags.writeable = False  # resample_poly copies it before scaling
+    return h
 
 
 def active_rms_db(x: np.ndarray, sample_rate: int, window_ms: int = 10) -> float:

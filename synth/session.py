@@ -51,11 +51,21 @@ class SessionOutput:
 
 @dataclass
 class Timer:
-    stages: dict[str, float] = field(default_factory=dict)
+    """Wall and CPU seconds per stage. ``t = timer.start()`` then ``t = timer.add("tts", t)``: each
+    ``add`` books the time since ``t`` and returns the new start. CPU time is this process's
+    (a worker runs one task at a time), so it counts onnxruntime's or torch's own threads too."""
 
-    def add(self, name: str, t0: float) -> float:
-        now = time.perf_counter()
-        self.stages[name] = self.stages.get(name, 0.0) + now - t0
+    stages: dict[str, float] = field(default_factory=dict)
+    cpu_stages: dict[str, float] = field(default_factory=dict)
+
+    @staticmethod
+    def start() -> tuple[float, float]:
+        return time.perf_counter(), time.process_time()
+
+    def add(self, name: str, t0: tuple[float, float]) -> tuple[float, float]:
+        now = self.start()
+        self.stages[name] = self.stages.get(name, 0.0) + now[0] - t0[0]
+        self.cpu_stages[name] = self.cpu_stages.get(name, 0.0) + now[1] - t0[1]
         return now
 
 
@@ -128,7 +138,7 @@ def make_session(config: PipelineConfig, seed: ScenarioSeed, run_seed: int, sess
     """Plan and decorate (or take ``plan``, decorated: a reviewed one, or its JSON), draw the
     spec, render."""
     timer = timer or Timer()
-    t0 = time.perf_counter()
+    t0 = timer.start()
     try:
         if plan is None:
             plan = decorated_plan(config, seed, run_seed, session_id, planner)
@@ -157,7 +167,7 @@ def render_session(config: PipelineConfig, spec: RenderSpec, scene: Scene, run_s
     ``spec.clock``; otherwise it draws and the draws are written into the record's spec. The ASR
     gate (``qa.asr``) runs unless ``heard`` (a record's ``scene.asr``) is given: a re-render from a
     record renders the voices the gate kept, which the spec holds."""
-    t0 = time.perf_counter()
+    t0 = timer.start()
     plan = Plan.model_validate(spec.plan)
     sr, period, lab = config.audio.sample_rate, config.labels.frame_period_ms, config.labels
     rendered = render_events(plan, spec.events, tts, bank, config)

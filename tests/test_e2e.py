@@ -55,6 +55,9 @@ def test_output_contract(local_run):
     stats = json.loads((out / "stats.json").read_text())
     assert stats["rejects"] == 0, stats["rejects_by_reason"]
     assert len(rows) == stats["sessions"] == 4
+    # CPU seconds per stage beside wall seconds; a task's CPU covers its stages (and loading)
+    assert set(stats["stage_cpu_s"]) == set(stats["stage_s"]) and stats["stage_cpu_s"]["tts"] > 0
+    assert sum(stats["stage_cpu_s"].values()) <= stats["cpu_s"] <= stats["task_wall_s"] * 1.5 + 1
     for row in rows:
         n = len(row["sys_action"])
         assert all(len(row[k]) == n for k in ("sys_floor", "usr_floor", "sys_vad", "usr_vad"))

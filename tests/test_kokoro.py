@@ -1,5 +1,6 @@
-"""The Kokoro engine on the int8 model shipped on PyPI: en, zh, code-switched, voice pool,
-word times from the model's durations, determinism, cache, rejects and config errors."""
+"""The Kokoro engine on the int8 model shipped on PyPI (run as its float32 graph by default, as
+shipped with ``precision="int8"``): en, zh, code-switched, voice pool, word times from the
+model's durations, determinism, cache, rejects and config errors."""
 
 import hashlib
 import subprocess
@@ -161,3 +162,32 @@ def test_official_voices_file_names_its_voices(tts, tmp_path):
     r = own.synthesize(tokenize("你好"), Voice("zf_test", 170, 0, 0), 16000)
     ref = tts.synthesize(tokenize("你好"), Voice("jf_alpha", 170, 0, 0), 16000)
     assert np.array_equal(r.audio, ref.audio)
+
+
+def test_float32_graph_is_the_default_and_speaks_like_the_int8_one(tts):
+    """The default runs the dequantized graph (no integer op left); the shipped int8 graph stays
+    available. Both say the same words in about the same time (activation rounding moves the
+    durations a little), and the two graphs are told apart in the synthesis cache."""
+    from synth.backends.dequant import QUANTIZED_OPS
+
+    int8 = KokoroTTS(precision="int8").load()
+    assert (tts.graph, int8.graph) == ("float32", "int8")
+    assert tts.model_digest != int8.model_digest
+    ops = {n.op_type for n in __import__("onnx").load(tts.graph_file, load_external_data=False).graph.node}
+    assert not ops & QUANTIZED_OPS and "Conv" in ops
+    for lang, text in SENTENCES.items():
+        words = tokenize(text)
+        a, b = tts.synthesize(words, V, 16000), int8.synthesize(words, V, 16000)
+        _check_times(a, words, 16000)
+        assert abs(len(a.audio) - len(b.audio)) < 0.08 * len(b.audio), lang
+        ons_a = np.array([w.on for w in a.words]) / len(a.audio)
+        ons_b = np.array([w.on for w in b.words]) / len(b.audio)
+        assert np.abs(ons_a - ons_b).max() < 0.05, lang
+
+
+def test_auto_precision_follows_the_cpu(monkeypatch):
+    import synth.backends.kokoro as k
+
+    for vnni, graph in ((True, "int8"), (False, "float32")):
+        monkeypatch.setattr(k, "has_vnni", lambda vnni=vnni: vnni)
+        assert KokoroTTS(precision="auto").load().graph == graph

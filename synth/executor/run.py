@@ -245,7 +245,8 @@ def _one_line(e: BaseException) -> str:
 def merge(spec: RunSpec) -> dict:
     """Write ``rejects.jsonl`` and ``stats.json`` from the per-task files, in rank order."""
     store = Store(spec.out_dir)
-    totals: dict = {"sessions": 0, "rejects": 0, "audio_s": 0.0, "cpu_s": 0.0, "stage_s": {},
+    totals: dict = {"sessions": 0, "rejects": 0, "audio_s": 0.0, "task_wall_s": 0.0, "cpu_s": 0.0,
+                    "stage_s": {}, "stage_cpu_s": {},
                     "rejects_by_reason": {}, "phenomena": {}, "languages": {}, "families": {},
                     "phenomena_by_language": {}, "llm_usage": {}, "tasks": spec.num_tasks,
                     "bank_files_skipped": len(spec.bank.skipped) if spec.bank is not None else 0,
@@ -258,19 +259,22 @@ def merge(spec: RunSpec) -> dict:
         totals["sessions"] += s.sessions
         totals["rejects"] += s.rejects
         totals["audio_s"] += s.audio_s
-        totals["cpu_s"] += s.wall_s
+        totals["task_wall_s"] += s.wall_s
+        totals["cpu_s"] += s.cpu_s
         totals["peak_rss_mb"] = max(totals["peak_rss_mb"], s.peak_rss_mb)
         if s.sessions == 0 and s.rejects:
             totals["tasks_all_rejected"].append(r)
-        for key in ("stage_s", "rejects_by_reason", "phenomena", "languages", "families", "phenomena_by_language", "llm_usage"):
+        for key in ("stage_s", "stage_cpu_s", "rejects_by_reason", "phenomena", "languages", "families", "phenomena_by_language", "llm_usage"):
             for k, v in getattr(s, key).items():
                 totals[key][k] = totals[key].get(k, 0) + v
         rej = f"tasks/{r:05d}.rejects.jsonl"
         if store.exists(rej):
             lines.append(store.read_text(rej))
     totals["audio_s"] = round(totals["audio_s"], 3)
-    totals["cpu_s"] = round(totals["cpu_s"], 3)
-    totals["stage_s"] = {k: round(v, 3) for k, v in sorted(totals["stage_s"].items())}
+    for key in ("task_wall_s", "cpu_s"):
+        totals[key] = round(totals[key], 3)
+    for key in ("stage_s", "stage_cpu_s"):
+        totals[key] = {k: round(v, 3) for k, v in sorted(totals[key].items())}
     for key in ("rejects_by_reason", "phenomena", "languages", "families", "phenomena_by_language", "llm_usage"):
         totals[key] = dict(sorted(totals[key].items()))
     store.write_text("rejects.jsonl", "".join(lines))

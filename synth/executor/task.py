@@ -63,7 +63,7 @@ def run_task(spec: RunSpec, rank: int) -> TaskStats:
     from ..rng import stream
     from ..session import Timer
 
-    t_start = time.perf_counter()
+    t_start, cpu_start = time.perf_counter(), time.process_time()
     cfg = spec.config
     out = Store(spec.out_dir)
     name = f"part-{rank:05d}"
@@ -73,7 +73,7 @@ def run_task(spec: RunSpec, rank: int) -> TaskStats:
     timer = Timer()
     writer = ShardWriter(out, name, cfg.output.formats)
     if hasattr(planner, "prefetch") and spec.plans is None:  # the LLM planner asks for a task's plans concurrently
-        t0 = time.perf_counter()
+        t0 = timer.start()
         planner.prefetch([(seed, sid, stream(cfg.seed, sid, "plan")) for sid, seed in spec.session_ids(rank)])
         timer.add("plan", t0)
     try:
@@ -86,8 +86,10 @@ def run_task(spec: RunSpec, rank: int) -> TaskStats:
     _count(by_reason, [r.reason for r in rejects])
     stats = TaskStats(
         rank=rank, sessions=writer.count, rejects=len(rejects), audio_s=round(audio_s, 3),
-        wall_s=round(time.perf_counter() - t_start, 3), peak_rss_mb=round(peak_rss_mb(), 1),
+        wall_s=round(time.perf_counter() - t_start, 3), cpu_s=round(time.process_time() - cpu_start, 3),
+        peak_rss_mb=round(peak_rss_mb(), 1),
         stage_s={k: round(v, 3) for k, v in sorted(timer.stages.items())},
+        stage_cpu_s={k: round(v, 3) for k, v in sorted(timer.cpu_stages.items())},
         rejects_by_reason=dict(sorted(by_reason.items())),
         **{k: dict(sorted(v.items())) for k, v in counts.items()},
         llm_usage=planner.usage() if hasattr(planner, "usage") else {},
@@ -116,9 +118,9 @@ def _make_sessions(spec: RunSpec, rank: int, planner, tts, timer, writer: ShardW
         if not isinstance(result, SessionOutput):
             rejects.append(result)
             continue
-        t0 = time.perf_counter()
+        t0 = timer.start()
         writer.add(result)
-        timer.stages["write"] = timer.stages.get("write", 0.0) + time.perf_counter() - t0
+        timer.add("write", t0)
         rec = result.record
         audio_s += rec.duration_s
         _count(counts["languages"], [rec.language])

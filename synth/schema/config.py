@@ -98,6 +98,11 @@ class KokoroConfig(_NeuralVoices):
     # defaults measured with the ASR gate (README, "ASR round-trip gate"): runs + misaki are the most
     # intelligible code-switched speech of the four variants
     code_switch: Literal["whole", "runs"] = Field(default="runs", description="one model call per line, or per language run")
+    # float32 by default (bench/tts.py, README "Speed"): the same graph on every CPU and on CUDA; the
+    # int8 graph is ~5 % faster only on CPUs with VNNI and 3-5x slower on AVX2-only ones
+    precision: Literal["float32", "int8", "auto"] = Field(
+        default="float32", description="float32: the int8 model's weights dequantized into a float graph (made once, "
+                                       "cached); int8: the model as shipped; auto: int8 where the CPU has VNNI")
     english_g2p: Literal["espeak", "misaki"] = Field(default="misaki", description="English phonemes: misaki's lexicon (eSpeak for words it lacks) or eSpeak IPA")
 
 

@@ -122,8 +122,10 @@ class TaskStats(Model):
     rejects: int = 0
     audio_s: float = 0.0
     wall_s: float = 0.0
+    cpu_s: float = Field(default=0.0, description="CPU seconds of the task's process, engine loading included")
     peak_rss_mb: float = 0.0
-    stage_s: dict[str, float] = Field(default_factory=dict)
+    stage_s: dict[str, float] = Field(default_factory=dict, description="wall seconds per stage")
+    stage_cpu_s: dict[str, float] = Field(default_factory=dict, description="CPU seconds per stage")
     rejects_by_reason: dict[str, int] = Field(default_factory=dict)
     phenomena: dict[str, int] = Field(default_factory=dict)
     languages: dict[str, int] = Field(default_factory=dict)
