@@ -88,10 +88,11 @@ def _spec(pipeline: Path, out: Optional[str], sessions: Optional[int], seed: Opt
     for p, s in pairs:
         planner.check_seed(s, str(p))
     _check_endpoint(cfg.planner)
-    from .executor.task import build_tts
+    from .backends.routed import check_engine
+    from .executor.task import process_tts
 
-    try:
-        build_tts(cfg, check=True)  # an engine that cannot load stops here, with one line, before any work
+    try:  # an engine that cannot load stops here, with one line, before any work; a run in this process reuses it
+        check_engine(process_tts(cfg), cfg.tts)
     except UserError as e:
         raise UserError(str(e) if str(e).startswith(str(pipeline)) else f"{pipeline}: {e}") from None
     seeds = [s for _, s in pairs]

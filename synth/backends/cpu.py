@@ -1,7 +1,10 @@
-"""What this CPU can do, for engines that pick a graph by it and for benchmarks that print it.
+"""What this CPU can do, as the libraries in this process see it: for engines that pick a graph
+by it and for benchmarks that print it.
 
 Figures for neural TTS differ 4-6x between CPUs of one cloud machine kind (AVX-512 VNNI Xeons
-against AVX2-only EPYCs): every bench output names the CPU and these flags.
+against AVX2-only EPYCs): every bench output names the CPU and these flags. The flags are those
+CPUID reports to this process (numpy's dispatcher reads them), which ``bench/as-avx2`` masks;
+``/proc/cpuinfo`` is the fallback.
 """
 
 from __future__ import annotations
@@ -9,12 +12,13 @@ from __future__ import annotations
 import platform
 from functools import lru_cache
 
-SPEED_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8")
+# numpy's names -> the /proc/cpuinfo names they are printed as
+SPEED_FLAGS = {"AVX2": "avx2", "FMA3": "fma", "AVX512F": "avx512f", "AVX512BW": "avx512bw",
+               "AVX512VNNI": "avx512_vnni", "AVX512BF16": "avx512_bf16"}
 
 
 @lru_cache(maxsize=1)
-def cpu_info() -> tuple[str, frozenset[str]]:
-    """``(model name, flags)`` from ``/proc/cpuinfo``; ``(platform.processor(), {})`` elsewhere."""
+def _proc_cpuinfo() -> tuple[str, frozenset[str]]:
     model, flags = platform.processor() or platform.machine(), frozenset()
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
@@ -30,13 +34,25 @@ def cpu_info() -> tuple[str, frozenset[str]]:
     return model, flags
 
 
+@lru_cache(maxsize=1)
+def flags() -> frozenset[str]:
+    """Speed flags (``/proc/cpuinfo`` names) that CPUID gives this process."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__ as feats
+    except ImportError:  # pragma: no cover - numpy < 2
+        return frozenset(f for f in SPEED_FLAGS.values() if f in _proc_cpuinfo()[1])
+    return frozenset(name for key, name in SPEED_FLAGS.items() if feats.get(key))
+
+
 def has_vnni() -> bool:
-    """Does onnxruntime's int8 GEMM get its fast path here (AVX-512 VNNI or AVX-VNNI)?"""
-    return bool({"avx512_vnni", "avx_vnni"} & cpu_info()[1])
+    """Does onnxruntime's int8 GEMM get its fast path here (AVX-512 VNNI)?"""
+    return "avx512_vnni" in flags()
 
 
 def describe() -> str:
     """One line for a bench output: model name and the flags that decide speed."""
-    model, flags = cpu_info()
-    have = [f for f in SPEED_FLAGS if f in flags]
-    return f"{model}; flags: {' '.join(have) or 'none of ' + ' '.join(SPEED_FLAGS)}"
+    model, kernel = _proc_cpuinfo()
+    have = [f for f in SPEED_FLAGS.values() if f in flags()]
+    masked = sorted(f for f in SPEED_FLAGS.values() if f in kernel and f not in flags())
+    note = f" (masked for this process: {' '.join(masked)})" if masked else ""
+    return f"{model}; flags: {' '.join(have) or 'none of ' + ' '.join(SPEED_FLAGS.values())}{note}"

@@ -176,6 +176,10 @@ def execute(spec: RunSpec, kind: str, workers: int, ray_address: str | None = No
     failed: dict[int, str] = {}
     if not ranks:
         return failed
+    from .task import release_process_tts
+
+    if kind == "ray" or workers > 1:
+        release_process_tts()  # the driver's checked engine: workers load their own
     if kind == "ray":
         from .ray_executor import run_ray
 

@@ -7,6 +7,7 @@ completion marker that a rerun of the same command skips.
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass
 
@@ -68,7 +69,7 @@ def run_task(spec: RunSpec, rank: int) -> TaskStats:
     out = Store(spec.out_dir)
     name = f"part-{rank:05d}"
     remove_stale_temporaries(out, name)
-    tts = build_tts(cfg)  # built once per task
+    tts = process_tts(cfg)  # loaded once per worker process, reused by its later tasks
     planner = make_planner(cfg.planner)
     timer = Timer()
     writer = ShardWriter(out, name, cfg.output.formats)
@@ -164,6 +165,36 @@ def marker_problems(store: Store, rank: int, deep: bool = True) -> list[str]:
     if shard_rows and shard_rows != {stats.sessions}:
         bad.append(f"{marker_name(rank)}: {stats.sessions} sessions but shards of {sorted(shard_rows)}")
     return bad
+
+
+_PROCESS_TTS: dict[str, object] = {}
+
+
+def process_tts(cfg: PipelineConfig):
+    """This process's engine for ``cfg.tts``: a worker runs many tasks of one run, and loading
+    Kokoro (model, G2P dictionaries) costs seconds and ~500 MB each time. Engines keep no state
+    between calls that reaches the audio (eSpeak maps a fresh library per call, the neural
+    engines seed each call from its request), so reuse gives the same bytes. One is kept."""
+    # the pid: a forked pool worker loads its own (an inherited CUDA session would not work)
+    key = json.dumps([os.getpid(), cfg.tts.model_dump(mode="json"), cfg.audio.trim_threshold_db], sort_keys=True)
+    if key not in _PROCESS_TTS:
+        _PROCESS_TTS.clear()
+        _PROCESS_TTS[key] = build_tts(cfg)
+    return _PROCESS_TTS[key]
+
+
+def release_process_tts() -> None:
+    """Drop this process's engine and hand its memory back before forking workers: a forked
+    child's RSS starts with every page of its parent's."""
+    import ctypes
+    import gc
+
+    _PROCESS_TTS.clear()
+    gc.collect()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
 
 
 def build_tts(cfg: PipelineConfig, check: bool = False):
