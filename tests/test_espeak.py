@@ -102,3 +102,18 @@ def test_same_samples_after_another_library_mapped_libespeak():
     assert runs[0] == runs[1]
     first, _, again = eval(runs[1])
     assert first == again
+
+
+def test_a_repeated_line_is_read_from_the_cache_and_equals_a_fresh_synthesis():
+    from synth.backends.espeak import _SPOKEN, _Library
+
+    _SPOKEN.clear()
+    first = _Library.speak("Mm-hm, right.", "en-us+m3", V)
+    _Library.speak("Something else in between.", "en-us+m3", V)
+    again = _Library.speak("Mm-hm, right.", "en-us+m3", V)
+    assert again is first and len(_SPOKEN) == 2
+    assert not first[0].flags.writeable  # callers cannot change what later sessions read
+    fresh = _Library._speak_fresh("Mm-hm, right.", "en-us+m3", V)
+    assert np.array_equal(fresh[0], first[0]) and fresh[1:] == first[1:] and len(first[0]) > 1000
+    other = _Library.speak("Mm-hm, right.", "en-us+m3", Voice("m3", 200, 50, 60))  # another rate: its own entry
+    assert other is not first and len(other[0]) < len(first[0])

@@ -15,6 +15,7 @@ import os
 import shutil
 import tempfile
 import threading
+from collections import OrderedDict
 
 import numpy as np
 
@@ -46,6 +47,8 @@ _Callback = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_short), ctype
 
 
 _COPY: dict[str, str] = {}
+_SPOKEN: OrderedDict = OrderedDict()  # (text, voice name, Voice) -> speak()'s result, most recent last
+_SPOKEN_MAX = 512  # lines; a few seconds of int16 each, ~40 MB at most
 
 
 def _private_copy(path: str) -> str:
@@ -137,14 +140,32 @@ class _Library:
 
     @classmethod
     def speak(cls, text: str, voice_name: str, voice: Voice) -> tuple[np.ndarray, int, list[tuple[int, int]]]:
-        """int16 audio, its sample rate, and word events ``(char_index, ms)``."""
+        """int16 audio, its sample rate, and word events ``(char_index, ms)``.
+
+        A fresh library per call makes the result a function of the arguments alone, so the
+        same line in the same voice (backchannels, fillers, stock replies) is spoken once per
+        process and then read back (read-only) from a small cache.
+        """
+        key = (text, voice_name, voice)
         with cls.lock:
-            lib = cls()
-            try:
-                audio, events = lib._speak(text, voice_name, voice)
-                return audio, lib.sample_rate, events
-            finally:
-                lib.close()
+            if key in _SPOKEN:
+                _SPOKEN.move_to_end(key)
+                return _SPOKEN[key]
+            result = cls._speak_fresh(text, voice_name, voice)
+            _SPOKEN[key] = result
+            while len(_SPOKEN) > _SPOKEN_MAX:
+                _SPOKEN.popitem(last=False)
+            return result
+
+    @classmethod
+    def _speak_fresh(cls, text: str, voice_name: str, voice: Voice):
+        lib = cls()
+        try:
+            audio, events = lib._speak(text, voice_name, voice)
+            audio.flags.writeable = False
+            return audio, lib.sample_rate, tuple(events)
+        finally:
+            lib.close()
 
 
 def _run_text(words: list[PlannedWord]) -> tuple[str, list[tuple[int, int]]]:
