@@ -229,8 +229,8 @@ def cached_float_model(model, source_digest: str, folder: Path | None) -> tuple[
     written (then nothing is kept)."""
     if folder is not None:
         target = folder / f"{source_digest}-float32-v{FORMAT}"
-        if (digest := _verified(target)) is not None:
-            return str(target / "model.onnx"), digest
+        if (found := cached_float_file(source_digest, folder)) is not None:
+            return found
     model = dequantize_model(model)
     if folder is not None:
         try:
@@ -242,6 +242,18 @@ def cached_float_model(model, source_digest: str, folder: Path | None) -> tuple[
             pass  # a read-only cache: convert in memory on every load
     blob = model.SerializeToString()
     return blob, hashlib.sha256(blob).hexdigest()
+
+
+def cached_float_file(source_digest: str, folder: Path | None) -> tuple[str, str] | None:
+    """``(path of model.onnx, digest)`` of the float32 graph already made from the model whose
+    sha256 is ``source_digest``, when its folder is intact; else ``None``. A caller that finds
+    one need not parse the int8 model at all (~100 MB of protobuf held by the process)."""
+    if folder is None:
+        return None
+    target = folder / f"{source_digest}-float32-v{FORMAT}"
+    if (digest := _verified(target)) is not None:
+        return str(target / "model.onnx"), digest
+    return None
 
 
 FILES = ("model.onnx", "model.weights")

