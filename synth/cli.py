@@ -120,7 +120,7 @@ def _bank(cfg, pipeline: Path):
 def run(pipeline: Path = typer.Argument(..., help="Pipeline YAML."),
         out: Optional[str] = typer.Option(None, "--out", help="Run folder: a path or a pyarrow.fs URI "
                                           "(s3://bucket/prefix?endpoint_override=..., gs://...)."),
-        sessions: Optional[int] = typer.Option(None, "--sessions", min=1),
+        sessions: Optional[int] = typer.Option(None, "--sessions", min=1, max=1_000_000),
         seed: Optional[int] = typer.Option(None, "--seed"),
         executor: Optional[str] = typer.Option(None, "--executor", help="local or ray"),
         workers: Optional[int] = typer.Option(None, "--workers", min=1),
@@ -259,7 +259,7 @@ class _Progress:
 @app.command()
 def plan(path: Path = typer.Argument(..., help="A scenario seed or pipeline YAML."),
          session: int = typer.Option(0, "--session", min=0, help="Session index to plan."),
-         count: int = typer.Option(1, "-n", "--count", min=1, help="Plan this many sessions from --session on."),
+         count: int = typer.Option(1, "-n", "--count", min=1, max=1_000_000, help="Plan this many sessions from --session on."),
          seed: int = typer.Option(0, "--seed"),
          text: bool = typer.Option(False, "--text", help="Print transcripts to read instead of JSON, then the "
                                    "diversity figures (CONTENT.md) of the plans."),
@@ -580,6 +580,11 @@ def main() -> None:
         sys.exit(2)
     except KeyboardInterrupt:
         _interrupted()
+    except ImportError as e:
+        if _DEBUG["on"]:
+            raise
+        console.print(f"[red]error:[/] {escape(missing_package_message(e, sys.argv[1:2]))}", highlight=False)
+        sys.exit(2)
     except OSError as e:
         if _DEBUG["on"]:
             raise
@@ -601,6 +606,27 @@ def main() -> None:
                 console.print(f"[red]error:[/] {escape(str(e))}", highlight=False)
             sys.exit(getattr(e, "exit_code", 2) or 2)
         raise
+
+
+EXTRA_OF_MODULE = {
+    "matplotlib": "inspect", "huggingface_hub": "inspect", "datasets": "inspect",
+    "torch": "learn", "praatio": "learn", "ray": "ray",
+    "onnxruntime": "kokoro", "onnx": "kokoro", "misaki": "kokoro", "phonemizer": "kokoro",
+    "piper": "piper", "TTS": "coqui", "torchaudio": "coqui",
+    "faster_whisper": "asr", "opencc": "asr", "rapidfuzz": "asr", "cn2an": "asr", "num2words": "asr",
+}
+"""Top-level modules of optional dependencies and the extra that installs each."""
+
+
+def missing_package_message(e: ImportError, command: list[str]) -> str:
+    """One line for an optional package that is not installed: which command needs which extra.
+    An ImportError of our own (it already names the extra) is passed on as it is."""
+    name = (getattr(e, "name", None) or "").split(".")[0]
+    extra = EXTRA_OF_MODULE.get(name)
+    if extra is None or "pip install" in str(e):
+        return (str(e).splitlines() or [type(e).__name__])[0]
+    what = f"synth {command[0]}" if command else "this command"
+    return f"{what} needs the package {name}: pip install 'duplexsynth[{extra}]' (or make install)"
 
 
 def _interrupted() -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
+from pathlib import Path
 from concurrent.futures import ProcessPoolExecutor
 from typing import Callable
 
@@ -62,6 +64,37 @@ def _refusal(store: Store, old_info: dict, spec: RunSpec, fp: str) -> str:
     return f"{store}: made with different data settings ({shown}); use another --out folder"
 
 
+LOCK_NAME = ".synth-run.lock"
+_HELD: dict[str, int] = {}  # folder -> the open lock file descriptor, held until the process exits
+
+
+def lock_folder(folder: Path) -> None:
+    """Hold an exclusive ``flock`` on ``FOLDER/.synth-run.lock`` for the rest of this process (and
+    of the pool workers it forks, which inherit it), so that a second ``synth run`` on the same
+    folder stops with one line instead of mixing its sessions in. The kernel drops the lock when
+    its holders die, so a killed run leaves no stale lock to clean up. Local folders only: object
+    stores have no such lock (use one --out per run there)."""
+    import fcntl
+    import socket
+
+    key = str(folder.resolve())
+    if key in _HELD:
+        return
+    path = folder / LOCK_NAME
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 300, 0).decode("utf-8", "replace").strip() or "another process"
+        os.close(fd)
+        raise UserError(f"output.dir: {folder} is in use by another synth run ({holder}); "
+                        "wait for it to finish or use another --out folder") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}, since "
+                  f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode(), 0)
+    _HELD[key] = fd
+
+
 def prepare_folder(spec: RunSpec) -> Store:
     """Create the run folder or check that it was made by the same data settings.
 
@@ -75,7 +108,7 @@ def prepare_folder(spec: RunSpec) -> Store:
         where = store.local_path()
         if not where.is_dir():
             raise UserError(f"output.dir: {store} is a file, not a folder")
-        if not (where / "run.json").exists() and any(where.iterdir()):
+        if not (where / "run.json").exists() and any(p.name != LOCK_NAME for p in where.iterdir()):
             raise UserError(f"output.dir: {store} is not empty and not a run folder (no run.json); "
                             "use a new or empty folder")
     try:
@@ -84,6 +117,8 @@ def prepare_folder(spec: RunSpec) -> Store:
         raise UserError(f"output.dir: cannot create {store} ({e.strerror or e})") from None
     if store.local and not os.access(store.local_path(), os.W_OK):
         raise UserError(f"output.dir: {store} is not writable")
+    if store.local:
+        lock_folder(store.local_path())
     fp = fingerprint(spec)
     if store.exists("run.json"):
         info = _run_info(store)

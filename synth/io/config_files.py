@@ -68,6 +68,51 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+MAX_YAML_VALUES = 200_000
+"""Values a configuration file may hold once its aliases are expanded (a seed holds ~500; an alias
+bomb of 1.3 KB holds billions, and every reader of the parsed data would walk them all)."""
+
+
+def _check_aliases(path: Path, root) -> None:
+    """Refuse a document whose aliases refer to a node that contains them (a recursive
+    structure) or expand it past ``MAX_YAML_VALUES`` values. Walks the composed node graph once,
+    each shared node once (depth-first with an explicit stack: no recursion limit)."""
+    if root is None:
+        return
+    size: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack = [(root, False)]
+    while stack:
+        node, finished = stack.pop()
+        key = id(node)
+        kids = _children(node)
+        if finished:
+            on_path.discard(key)
+            size[key] = 1 + sum(size[id(k)] for k in kids)
+            if size[key] > MAX_YAML_VALUES:
+                raise UserError(f"{path}: line {node.start_mark.line + 1}: aliases expand to more than "
+                                f"{MAX_YAML_VALUES} values (got an alias bomb?)")
+            continue
+        if key in size:
+            continue
+        on_path.add(key)
+        stack.append((node, True))
+        for k in kids:
+            if id(k) in on_path:
+                raise UserError(f"{path}: line {k.start_mark.line + 1}: an alias refers to a node that contains "
+                                "it (a recursive structure)")
+            if id(k) not in size:
+                stack.append((k, False))
+
+
+def _children(node) -> list:
+    if isinstance(node, yaml.MappingNode):
+        return [x for pair in node.value for x in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
 def _non_finite(data, loc: tuple = ()) -> tuple[tuple, float] | None:
     """The first NaN or infinite number in parsed YAML, with where it is."""
     if isinstance(data, float) and not math.isfinite(data):
@@ -96,7 +141,13 @@ def load_yaml_mapping(path: Path | str):
     except UnicodeDecodeError as e:
         raise UserError(f"{path}: byte {e.start}: not UTF-8 text (got {raw[e.start:e.start + 1]!r})") from None
     try:
-        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
+        loader = _StrictLoader(text)
+        try:
+            node = loader.get_single_node()
+            _check_aliases(path, node)
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else "?"

@@ -198,8 +198,10 @@ class AudioConfig(Model):
 
 class LabelConfig(Model):
     frame_period_ms: Literal[20, 40, 80, 1000] = 80
-    vad_threshold_dbfs: float = -50.0
-    vad_window_ms: int = 10
+    vad_threshold_dbfs: float = Field(default=-50.0, ge=-90.0, le=-10.0,
+                                      description="energy VAD threshold: below 16-bit noise floor (-90) hears nothing but dither, "
+                                                  "above -10 dBFS no levelled speech is voiced")
+    vad_window_ms: int = Field(default=10, ge=5, le=100, description="energy VAD window: 5-100 ms, the range of speech VADs")
 
 
 class AcousticsConfig(Model):
@@ -209,8 +211,12 @@ class AcousticsConfig(Model):
     noise: bool = True
     banks: list[BankRef] = [BankRef(path="../noise_banks/generated", generate=True)]
     echo: EchoLaw = EchoLaw()
-    room_max_order: int = Field(default=3, ge=0, description="image-source order before ray tracing")
-    room_rays: int = Field(default=2000, ge=0, description="rays of the hybrid tracer (0: pure image sources)")
+    room_max_order: int = Field(default=3, ge=0, le=12,
+                                description="image-source order before ray tracing (sources grow as order^3; "
+                                            "beyond 12 a session takes minutes and the tracer covers the tail)")
+    room_rays: int = Field(default=2000, ge=0, le=50_000,
+                           description="rays of the hybrid tracer (0: pure image sources; pyroomacoustics' "
+                                       "default is 10,000; 50,000 is 25x ours, and tracing time grows with the rays)")
 
 
 class ParalinguisticsConfig(Model):
@@ -388,12 +394,16 @@ class QaConfig(Model):
     asr: AsrGateConfig | None = None
 
 
+MAX_SESSIONS = 1_000_000
+"""Sessions in one run (~33,000 hours at 2 minutes each); larger corpora are several runs."""
+
+
 class PipelineConfig(Model):
     """A whole run. ``seeds`` are glob patterns relative to the pipeline file."""
 
     name: Slug
     seeds: list[str] = Field(min_length=1)
-    sessions: int = Field(default=8, ge=1)
+    sessions: int = Field(default=8, ge=1, le=MAX_SESSIONS)
     seed: int = 0
     planner: PlannerConfig = PlannerConfig()
     tts: TTSConfig = EspeakConfig()

@@ -1,0 +1,166 @@
+"""Second hostile pass (issue 31): each case ends with one line naming the file/field/value and
+exit 2, quickly, never a hang or a traceback."""
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from inspect_helpers import ROOT, small_run, synth
+
+SEED = ROOT / "scenario_seeds" / "banking-en.yaml"
+
+
+def _seed_with(tmp_path: Path, name: str, extra: str) -> Path:
+    text = SEED.read_text(encoding="utf-8").replace("id: banking-en", f"id: {name}")
+    p = tmp_path / f"{name}.yaml"
+    p.write_text(text + extra, encoding="utf-8")
+    return p
+
+
+def _one_line_error(r, *needles):
+    assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    for n in needles:
+        assert n in lines[0], lines[0]
+    return lines[0]
+
+
+def test_a_yaml_alias_bomb_is_refused_at_once(tmp_path):
+    # 9 levels of 9 references: 9^10 values once expanded, 1.3 KB on disk
+    levels = ["a: &a [x, x, x, x, x, x, x, x, x]"] + [
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]" for i in range(9)]
+    seed = _seed_with(tmp_path, "bomb", "bomb:\n" + "".join(f"  {x}\n" for x in levels))
+    r = synth("plan", seed, "-n", "1", check=False, timeout=60)
+    _one_line_error(r, str(seed), "aliases expand to more than")
+
+
+def test_a_self_referencing_alias_is_one_line_not_a_recursion_error(tmp_path):
+    seed = _seed_with(tmp_path, "loop", "loop: &r [1, *r]\n")
+    r = synth("plan", seed, "-n", "1", check=False, timeout=60)
+    line = _one_line_error(r, str(seed), "refers to a node that contains it")
+    assert re.search(r"line \d+", line)
+
+
+def test_ordinary_aliases_still_load(tmp_path):
+    from synth.io.config_files import load_yaml_mapping
+
+    p = tmp_path / "p.yaml"
+    p.write_text("pool: &v [a, b, c]\nfirst: *v\nsecond: *v\nnested: {x: *v, y: [*v, *v]}\n", encoding="utf-8")
+    data = load_yaml_mapping(p)
+    assert data["second"] == ["a", "b", "c"] and data["nested"]["y"] == [["a", "b", "c"]] * 2
+    assert data == yaml.safe_load(p.read_text())
+
+
+@pytest.mark.parametrize("field, value, bound", [
+    ("acoustics.room_rays", 100_000_000, "50000"),
+    ("acoustics.room_max_order", 40, "12"),
+    ("sessions", 1_000_000_000, "1000000"),
+    ("labels.vad_window_ms", 0, "5"),
+])
+def test_unbounded_numbers_are_refused_at_load(tmp_path, field, value, bound):
+    cfg = yaml.safe_load((ROOT / "pipelines" / "demo-espeak.yaml").read_text())
+    cfg["seeds"] = [str(ROOT / "scenario_seeds" / "*.yaml")]
+    node = cfg
+    *parents, last = field.split(".")
+    for k in parents:
+        node = node.setdefault(k, {})
+    node[last] = value
+    pipe = tmp_path / "pipe.yaml"
+    pipe.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    out = tmp_path / "out"
+    r = synth("run", pipe, "--out", out, check=False, timeout=120)
+    _one_line_error(r, str(pipe), field, bound)
+    assert not out.exists()  # refused before the run folder was made: the intended run is not blocked
+
+
+def test_sessions_on_the_command_line_are_bounded(tmp_path):
+    r = synth("run", ROOT / "pipelines" / "demo-espeak.yaml", "--sessions", "1000000000", "--out", tmp_path / "o",
+              check=False, timeout=60)
+    assert r.returncode == 2 and "1000000" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "o").exists()
+
+
+BLOCK = """
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {BLOCKED!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+sys.meta_path.insert(0, Block())
+sys.argv = ["synth", *sys.argv[1:]]
+from synth.cli import main
+main()
+"""
+
+
+@pytest.mark.parametrize("command, blocked, extra", [
+    (["report", "RUN", "-o", "r.html"], {"matplotlib"}, "inspect"),
+    (["preview", "RUN", "SESSION", "-o", "x.png"], {"matplotlib"}, "inspect"),
+    (["publish", "RUN", "--repo-id", "a/b", "--dry-run", "-o", "hub"], {"huggingface_hub", "datasets"}, "inspect"),
+])
+def test_a_missing_extra_is_one_line_naming_it(tmp_path, tmp_path_factory, command, blocked, extra):
+    import subprocess
+
+    run = small_run(tmp_path_factory)
+    session = "insp-000000"
+    command = [str(run) if c == "RUN" else session if c == "SESSION" else c for c in command]
+    code = BLOCK.format(BLOCKED=blocked)
+    r = subprocess.run([sys.executable, "-c", code, *command], capture_output=True, text=True, cwd=tmp_path,
+                       env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=120)
+    line = _one_line_error(r, f"synth {command[0]} needs the package", f"duplexsynth[{extra}]")
+    assert any(b in line for b in blocked)
+
+
+def _start_run(out: Path, *extra):
+    import os
+    import subprocess
+
+    return subprocess.Popen([sys.executable, "-m", "synth.cli", "run", ROOT / "pipelines" / "demo-espeak.yaml",
+                             "--out", out, "--workers", "1", *extra], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "RAY_AUTH_MODE": "disabled"})
+
+
+def _wait_for_lock(out: Path, proc, timeout=60):
+    import time
+
+    t0 = time.time()
+    while not (out / ".synth-run.lock").exists() or not (out / ".synth-run.lock").read_text():
+        assert proc.poll() is None and time.time() - t0 < timeout, "the first run ended before taking its lock"
+        time.sleep(0.1)
+
+
+def test_a_second_run_on_a_busy_folder_stops_and_mixes_nothing(tmp_path):
+    import json
+
+    out = tmp_path / "cc"
+    first = _start_run(out, "--sessions", "12")
+    _wait_for_lock(out, first)
+    second = synth("run", ROOT / "pipelines" / "demo-espeak.yaml", "--sessions", "6", "--seed", "8", "--out", out,
+                   check=False, timeout=120)
+    _one_line_error(second, str(out), "in use by another synth run", f"pid {first.pid}")
+    assert first.wait(timeout=300) == 0, first.stderr.read()[-2000:]
+    import pyarrow.parquet as pq
+
+    seeds = set(pq.read_table(out / "shards" / "parquet", columns=["seed"]).column("seed").to_pylist())
+    assert seeds == {json.loads((out / "run.json").read_text())["config"]["seed"]} and 8 not in seeds
+    assert pq.read_table(out / "shards" / "parquet").num_rows == 12
+    synth("validate", out)
+    again = synth("run", ROOT / "pipelines" / "demo-espeak.yaml", "--sessions", "12", "--out", out, timeout=300)
+    assert again.returncode == 0 and "done 12 sessions" in again.stdout + again.stderr  # the lock is gone with the process that held it
+
+
+def test_a_killed_run_leaves_no_lock_behind(tmp_path):
+    import signal
+
+    out = tmp_path / "killed"
+    first = _start_run(out, "--sessions", "24")
+    _wait_for_lock(out, first)
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=60)
+    r = synth("run", ROOT / "pipelines" / "demo-espeak.yaml", "--sessions", "24", "--out", out, timeout=300)
+    assert r.returncode == 0 and "done 24 sessions" in r.stdout + r.stderr
+    synth("validate", out)
