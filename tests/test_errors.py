@@ -77,11 +77,12 @@ def test_broken_yaml(tmp_path):
 
 
 def test_run_with_every_session_rejected_fails_with_the_reasons(tmp_path):
-    """A VAD threshold below digital silence marks silence as speech: QA rejects every session."""
+    """A VAD threshold at the top of its range (-10 dBFS, above levelled speech) hears no system
+    speech: QA rejects every session."""
     p = tmp_path / "pipe.yaml"
     p.write_text(yaml.safe_dump({
         "name": "x", "seeds": [str(ROOT / "scenario_seeds/*.yaml")], "sessions": 2,
-        "labels": {"vad_threshold_dbfs": -300.0},
+        "labels": {"vad_threshold_dbfs": -10.0},
         "acoustics": {"room": False, "banks": [{"path": str(ROOT / "noise_banks/generated"), "generate": True}]}}))
     r = synth("run", p, "--out", tmp_path / "o")
     assert r.returncode == 1 and "Traceback" not in r.stderr

@@ -198,9 +198,9 @@ class AudioConfig(Model):
 
 class LabelConfig(Model):
     frame_period_ms: Literal[20, 40, 80, 1000] = 80
-    vad_threshold_dbfs: float = Field(default=-50.0, ge=-90.0, le=-10.0,
-                                      description="energy VAD threshold: below 16-bit noise floor (-90) hears nothing but dither, "
-                                                  "above -10 dBFS no levelled speech is voiced")
+    vad_threshold_dbfs: float = Field(default=-50.0, ge=-120.0, le=-10.0,
+                                      description="energy VAD threshold: 24 dB under the 16-bit floor at the lowest, "
+                                                  "at -10 dBFS (above levelled speech, -24 RMS) it hears nearly nothing")
     vad_window_ms: int = Field(default=10, ge=5, le=100, description="energy VAD window: 5-100 ms, the range of speech VADs")
 
 
