@@ -98,7 +98,27 @@ def validate_run(out_dir: str | Path) -> tuple[int, list[str]]:
         for key in sorted(set(seen) - found):
             problems.append(f"{key}: in Parquet but not in WebDataset")
     problems += _check_markers(out, run, len(seen))
+    problems += _check_against_run(run, seen)
     return len(seen), problems
+
+
+def _check_against_run(run: dict, seen: dict) -> list[str]:
+    """Records that this run's ``run.json`` did not make (another seed, rate or name: two runs
+    written into one folder), ids outside the run's range, and a run with no session at all."""
+    if not seen:
+        return ["no sessions in the shards: an empty run is not a pass"]
+    cfg = run["config"]
+    problems, sessions = [], cfg.get("sessions", 0)
+    expected_ids = {f"{cfg['name']}-{i:06d}" for i in range(sessions)}
+    for sid, item in seen.items():
+        rec = item["json"]
+        if rec.get("seed") != cfg.get("seed"):
+            problems.append(f"{sid}: seed {rec.get('seed')} but run.json's is {cfg.get('seed')} (another run's session?)")
+        if rec.get("sample_rate") != cfg["audio"]["sample_rate"]:
+            problems.append(f"{sid}: sample rate {rec.get('sample_rate')} but run.json's is {cfg['audio']['sample_rate']}")
+        if not (run.get("data_settings") or {}).get("plans") and sid not in expected_ids:
+            problems.append(f"{sid}: not one of this run's {sessions} session ids ({cfg['name']}-000000 ...)")
+    return problems
 
 
 def _first_line(e: BaseException) -> str:

@@ -164,3 +164,22 @@ def test_a_killed_run_leaves_no_lock_behind(tmp_path):
     r = synth("run", ROOT / "pipelines" / "demo-espeak.yaml", "--sessions", "24", "--out", out, timeout=300)
     assert r.returncode == 0 and "done 24 sessions" in r.stdout + r.stderr
     synth("validate", out)
+
+
+def test_validate_finds_sessions_another_run_wrote_and_refuses_an_empty_run(tmp_path):
+    import shutil
+
+    pipe = ROOT / "pipelines" / "demo-espeak.yaml"
+    a, b = tmp_path / "a", tmp_path / "b"
+    synth("run", pipe, "--sessions", "2", "--out", a, timeout=300)
+    synth("run", pipe, "--sessions", "2", "--seed", "8", "--out", b, timeout=300)
+    assert "ok 2 sessions pass" in synth("validate", a).stdout + synth("validate", a).stderr
+    shutil.copy(b / "shards" / "parquet" / "part-00000.parquet", a / "shards" / "parquet" / "part-00099.parquet")
+    r = synth("validate", a, check=False)
+    out = r.stdout + r.stderr
+    assert r.returncode == 1 and "duplicate session" in out and "seed 8 but run.json's is" in out, out
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    shutil.copy(a / "run.json", empty / "run.json")
+    r = synth("validate", empty, check=False)
+    assert r.returncode == 1 and "an empty run is not a pass" in r.stdout + r.stderr
