@@ -373,8 +373,9 @@ app.add_typer(banks_app, name="banks")
 def banks_build(out: Path = typer.Option(Path("noise_banks/generated"), "--out", help="Folder to write."),
                 seed: int = typer.Option(0, "--seed")) -> None:
     """Generate the local bank (deterministic: same seed, same bytes) with its manifest.jsonl."""
-    from .banks.generate import build_bank
+    from .banks.generate import build_bank, check_bank_target
 
+    check_bank_target(out)
     t0 = time.time()
     entries = build_bank(out, seed)
     cats: dict[str, int] = {}

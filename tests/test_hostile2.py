@@ -183,3 +183,21 @@ def test_validate_finds_sessions_another_run_wrote_and_refuses_an_empty_run(tmp_
     shutil.copy(a / "run.json", empty / "run.json")
     r = synth("validate", empty, check=False)
     assert r.returncode == 1 and "an empty run is not a pass" in r.stdout + r.stderr
+
+
+def test_banks_build_never_replaces_a_users_bank_or_writes_into_a_run(tmp_path):
+    bank = tmp_path / "mine"
+    (bank / "noise").mkdir(parents=True)
+    (bank / "noise" / "fan.flac").write_bytes(b"not really audio")
+    manifest = '{"path": "noise/fan.flac", "category": "stationary", "licence": "mine", "source": "my recorder"}\n'
+    (bank / "manifest.jsonl").write_text(manifest)
+    r = synth("banks", "build", "--out", bank, check=False, timeout=120)
+    _one_line_error(r, str(bank), "not a generated bank")
+    assert (bank / "manifest.jsonl").read_text() == manifest and sorted(p.name for p in bank.rglob("*")) == [
+        "fan.flac", "manifest.jsonl", "noise"]
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text("{}")
+    r = synth("banks", "build", "--out", run, check=False, timeout=120)
+    _one_line_error(r, str(run), "is a run folder")
+    assert sorted(p.name for p in run.iterdir()) == ["run.json"]

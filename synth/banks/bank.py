@@ -216,7 +216,7 @@ def write_manifest(folder: Path, entries: list[BankEntry]) -> None:
 def resolve_banks(refs, base_dir: Path, on_build=None) -> Bank | None:
     """Load the bank folders of a pipeline (paths relative to ``base_dir``), building the
     generated one first where it is missing or was made by another generator version."""
-    from .generate import BANK_VERSION, build_bank
+    from .generate import BANK_VERSION, build_bank, check_bank_target
 
     if not refs:
         return None
@@ -224,6 +224,7 @@ def resolve_banks(refs, base_dir: Path, on_build=None) -> Bank | None:
     for i, ref in enumerate(refs):
         folder = (base_dir / ref.path).resolve()
         if ref.generate and _stale(folder, BANK_VERSION):
+            check_bank_target(folder, f"acoustics.banks[{i}].path", unlisted_ok=True)
             if on_build:
                 on_build(folder)
             build_bank(folder)

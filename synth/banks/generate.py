@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import UserError
 from ..io.files import write_atomic_with
 from ..rng import stream
 from . import sounds
@@ -59,6 +60,34 @@ def _specs(seed: int):
         out.append((f"throat_clear/clear-{i:02d}.flac", "throat_clear", "clear",
                     lambda rng, L=length: sounds.throat_clear(rng, sr, L)))
     return out
+
+
+def check_bank_target(out_dir: Path, field: str = "--out", unlisted_ok: bool = False) -> None:
+    """Refuse to write a bank where it would replace a user's files: a non-empty folder is only
+    written again when it is a generated bank (every manifest line ours); a run folder never.
+    ``unlisted_ok``: files without a manifest are taken for an interrupted build (a pipeline's
+    ``generate: true`` folder) rather than refused."""
+    import json
+
+    if not out_dir.exists():
+        return
+    if not out_dir.is_dir():
+        raise UserError(f"{field}: {out_dir} is a file, not a folder")
+    if (out_dir / "run.json").exists():
+        raise UserError(f"{field}: {out_dir} is a run folder; build the bank in its own folder")
+    if not any(out_dir.iterdir()):
+        return
+    manifest = out_dir / "manifest.jsonl"
+    if unlisted_ok and not manifest.exists():
+        return
+    try:
+        lines = [json.loads(x) for x in manifest.read_text(encoding="utf-8").splitlines() if x.strip()]
+        ours = bool(lines) and all(str(x.get("source", "")).startswith("duplexsynth ") for x in lines)
+    except (OSError, ValueError, AttributeError):
+        ours = False
+    if not ours:
+        raise UserError(f"{field}: {out_dir} is not empty and not a generated bank (its manifest.jsonl has entries "
+                        "of your own, or there is none); use a new or empty folder")
 
 
 def build_bank(out_dir: Path, seed: int = 0) -> list[BankEntry]:
