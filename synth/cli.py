@@ -442,6 +442,9 @@ def report(out_dir: Path = typer.Argument(..., help="A run folder."),
 
     from .inspection.report import print_summary, write_report
 
+    if output is not None and output.suffix.lower() not in (".html", ".htm"):
+        raise UserError(f"-o: the report is an HTML file, with its numbers beside it as .json "
+                        f"(got {str(output)!r})")
     run = _run_folder(out_dir)
     html_path = output or run.path / "report" / "report.html"
     rep = write_report(run, html_path)

@@ -201,3 +201,38 @@ def test_banks_build_never_replaces_a_users_bank_or_writes_into_a_run(tmp_path):
     r = synth("banks", "build", "--out", run, check=False, timeout=120)
     _one_line_error(r, str(run), "is a run folder")
     assert sorted(p.name for p in run.iterdir()) == ["run.json"]
+
+
+@pytest.mark.parametrize("value, needle", [
+    ("runs/{nme}", "the only placeholder is {name} (got {nme})"),
+    ("runs/{0}", "the only placeholder is {name} (got {0})"),
+    ("runs/{name", "a malformed placeholder"),
+])
+def test_an_output_dir_with_a_bad_placeholder_is_one_line(tmp_path, value, needle):
+    pipe = tmp_path / "p.yaml"
+    pipe.write_text(yaml.safe_dump({"name": "t", "seeds": [str(ROOT / "scenario_seeds" / "*.yaml")],
+                                    "output": {"dir": value}}))
+    r = synth("plan", pipe, "-n", "1", "-o", tmp_path / "p.jsonl", check=False, timeout=60)
+    _one_line_error(r, str(pipe), "output.dir", needle)
+
+
+@pytest.mark.parametrize("field, value", [("executor.workers", 100_000), ("executor.max_retries", 10_000),
+                                          ("output.sessions_per_shard", 10**9)])
+def test_executor_and_output_numbers_are_bounded(tmp_path, field, value):
+    from synth.errors import UserError
+    from synth.io.config_files import load_yaml_model
+    from synth.schema.config import PipelineConfig
+
+    section, key = field.split(".")
+    pipe = tmp_path / "p.yaml"
+    pipe.write_text(yaml.safe_dump({"name": "t", "seeds": ["x"], section: {key: value}}))
+    with pytest.raises(UserError, match=rf"{field}: Input should be less than or equal to"):
+        load_yaml_model(pipe, PipelineConfig)
+
+
+def test_report_refuses_an_output_that_is_not_html(tmp_path, tmp_path_factory):
+    run = small_run(tmp_path_factory)
+    target = tmp_path / "r.json"
+    r = synth("report", run, "-o", target, check=False, timeout=120)
+    _one_line_error(r, "-o", "HTML file", "r.json")
+    assert not target.exists()

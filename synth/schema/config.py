@@ -347,17 +347,31 @@ class PlannerConfig(Model):
 
 class ExecutorConfig(Model):
     kind: Literal["local", "ray"] = "local"
-    workers: int = Field(default=1, ge=1)
+    workers: int = Field(default=1, ge=1, le=1024, description="worker processes (1024: beyond any one Ray job's scale here)")
     ray_address: str | None = None
-    cpus_per_task: float = Field(default=1, gt=0)
-    gpus_per_task: float = Field(default=0, ge=0, description="for a GPU TTS engine")
-    max_retries: int = Field(default=3, ge=0, description="Ray retries of a task whose worker died")
+    cpus_per_task: float = Field(default=1, gt=0, le=256, description="Ray CPUs per task (a node has at most a few hundred)")
+    gpus_per_task: float = Field(default=0, ge=0, le=16, description="for a GPU TTS engine (a node has at most 16 GPUs)")
+    max_retries: int = Field(default=3, ge=0, le=20, description="Ray retries of a task whose worker died")
 
 
 class OutputConfig(Model):
     dir: str = "outputs/{name}"
-    sessions_per_shard: int = Field(default=8, ge=1)
+    sessions_per_shard: int = Field(default=8, ge=1, le=100_000, description="sessions per task and shard file")
     formats: list[Literal["parquet", "webdataset"]] = ["parquet", "webdataset"]
+
+    @field_validator("dir")
+    @classmethod
+    def _only_name_placeholder(cls, v: str) -> str:
+        import string
+
+        try:
+            fields = [f for _, f, _, _ in string.Formatter().parse(v) if f is not None]
+        except ValueError as e:
+            raise ValueError(f"a malformed placeholder ({e}); write {{name}}, or {{{{ and }}}} for braces") from None
+        bad = [f for f in fields if f != "name"]
+        if bad:
+            raise ValueError(f"the only placeholder is {{name}} (got {{{bad[0]}}})")
+        return v
 
 
 class AsrGateConfig(Model):
