@@ -266,7 +266,10 @@ class KokoroTTS:
         """The float32 graph made by an earlier load, found by the source model's digest alone."""
         if self.precision == "int8" or (self.precision == "auto" and has_vnni()):
             return None
-        self.model_digest = _packaged_digest() if self.model_path is None else file_digest(self.model_path)
+        try:
+            self.model_digest = _packaged_digest() if self.model_path is None else file_digest(self.model_path)
+        except OSError:
+            return None  # an unreadable model_path: the int8 load below names it
         found = cached_float_file(self.model_digest, default_folder())
         if found is None:
             return None
