@@ -446,6 +446,9 @@ def report(out_dir: Path = typer.Argument(..., help="A run folder."),
         raise UserError(f"-o: the report is an HTML file, with its numbers beside it as .json "
                         f"(got {str(output)!r})")
     run = _run_folder(out_dir)
+    if rep := run.repeated_ids():
+        console.print(f"[yellow]warning:[/] {len(rep)} session ids are written more than once (two runs in one "
+                      "folder?): their figures count each copy; `synth validate` lists them", highlight=False)
     html_path = output or run.path / "report" / "report.html"
     rep = write_report(run, html_path)
     print_summary(rep, _Console(soft_wrap=False))

@@ -172,6 +172,7 @@ def build_folder(run_dir: str | Path, out: str | Path, repo_id: str, licence: st
     run = RunFolder(run_dir)
     if not run.parquet_files:
         raise UserError(f"{run.path}: no Parquet shards to publish (shards/parquet is empty)")
+    run.require_unique_ids("publish")
     if "/" not in repo_id or repo_id.count("/") != 1 or not all(repo_id.split("/")):
         raise UserError(f"--repo-id: must be ORG/NAME (got {repo_id!r})")
     try:

@@ -236,3 +236,22 @@ def test_report_refuses_an_output_that_is_not_html(tmp_path, tmp_path_factory):
     r = synth("report", run, "-o", target, check=False, timeout=120)
     _one_line_error(r, "-o", "HTML file", "r.json")
     assert not target.exists()
+
+
+def test_export_and_publish_refuse_repeated_session_ids_and_report_warns(tmp_path, tmp_path_factory):
+    import shutil
+
+    run = small_run(tmp_path_factory)
+    merged = tmp_path / "merged"
+    shutil.copytree(run, merged)
+    shutil.copy(merged / "shards" / "parquet" / "part-00000.parquet", merged / "shards" / "parquet" / "part-00090.parquet")
+    for args, needle in [(["export", merged, "--format", "textgrid", "-o", tmp_path / "tg"], "export would overwrite"),
+                         (["publish", merged, "--repo-id", "a/b", "--dry-run", "-o", tmp_path / "hub"],
+                          "publish would overwrite")]:
+        r = synth(*args, check=False, timeout=300)
+        _one_line_error(r, str(merged), "written more than once", "insp-000000 x2", needle)
+    assert not (tmp_path / "tg").exists() or not any((tmp_path / "tg").iterdir())
+    r = synth("report", merged, "-o", tmp_path / "r.html", timeout=300)
+    assert "written more than once" in r.stdout + r.stderr
+    r = synth("export", run, "--format", "textgrid", "-o", run, check=False, timeout=300)
+    _one_line_error(r, "is a run folder")

@@ -25,7 +25,10 @@ def export_run(run_dir: str | Path, fmt: str, out_dir: str | Path, **options) ->
     if fmt not in FORMATS:
         raise UserError(f"--format: must be one of {', '.join(FORMATS)} (got {fmt!r})")
     run = RunFolder(run_dir)
+    run.require_unique_ids("export")
     out = Path(out_dir)
+    if (out / "run.json").exists():
+        raise UserError(f"-o: {out} is a run folder; export into a folder of its own")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:

@@ -140,6 +140,35 @@ class RunFolder:
                 rec = record_from_row(json.loads(p["json"]))
                 yield Session(rec, p.get("user.flac", b""), p.get("system.flac", b""), tf.name)
 
+    def repeated_ids(self) -> dict[str, int]:
+        """Session ids written more than once (two runs merged into one folder), with their counts;
+        read from the id column alone."""
+        counts: dict[str, int] = {}
+        if self.parquet_files:
+            import pyarrow.parquet as pq
+
+            ids = []
+            for pf in self.parquet_files:
+                try:
+                    ids += pq.read_table(pf, columns=["session_id"]).column("session_id").to_pylist()
+                except Exception:  # noqa: BLE001 - a damaged shard is reported by the reader that needs it
+                    continue
+        else:
+            ids = [s.record.session_id for s in self._webdataset_sessions()]
+        for i in ids:
+            counts[i] = counts.get(i, 0) + 1
+        return {k: n for k, n in counts.items() if n > 1}
+
+    def require_unique_ids(self, command: str) -> None:
+        """A ``UserError`` when session ids repeat: an export or upload would overwrite one
+        session's files with another's."""
+        rep = self.repeated_ids()
+        if rep:
+            first = sorted(rep)[:3]
+            raise UserError(f"{self.path}: {len(rep)} session ids are written more than once "
+                            f"({', '.join(f'{k} x{rep[k]}' for k in first)}{' ...' if len(rep) > 3 else ''}); "
+                            f"{command} would overwrite one with another: `synth validate` lists them")
+
     @cached_property
     def records(self) -> list[SessionRecord]:
         return [s.record for s in self.sessions(with_audio=False)]
