@@ -255,3 +255,24 @@ def test_export_and_publish_refuse_repeated_session_ids_and_report_warns(tmp_pat
     assert "written more than once" in r.stdout + r.stderr
     r = synth("export", run, "--format", "textgrid", "-o", run, check=False, timeout=300)
     _one_line_error(r, "is a run folder")
+
+
+def test_minicpm_decision_lag_loses_no_system_word_and_is_bounded(tmp_path, tmp_path_factory):
+    from synth.export.minicpm import SPEAK, TURN_EOS, session_units
+    from synth.inspection.runfolder import RunFolder
+
+    run = RunFolder(small_run(tmp_path_factory))
+    session = next(iter(run.sessions()))
+
+    def spoken(units):
+        text = "".join(u["output"].split(SPEAK, 1)[1] for u in units if SPEAK in u["output"])
+        return len(text.replace(TURN_EOS, "").replace("<|chunk_eos|>", "")), text.count(TURN_EOS)
+
+    base = spoken(session_units(session, 0))
+    assert base[0] > 100 and base[1] >= 1
+    for lag in (1, 3, 5):
+        units = session_units(session, lag)
+        chars, ends = spoken(units)
+        assert ends == base[1] and abs(chars - base[0]) <= 8 * lag, (lag, chars, base)  # only joining spaces move
+    r = synth("export", run.path, "--format", "minicpm", "--decision-lag", "20", "-o", tmp_path / "m", check=False)
+    _one_line_error(r, "--decision-lag", "0..5", "got 20")

@@ -20,7 +20,9 @@ Layout under ``DIR``::
 A unit ``k`` covers samples ``[k*sr, (k+1)*sr)``. Its ``output`` is built from the timeline:
 the system words whose onset falls in unit ``k + decision_lag``, ``<|turn_eos|>`` if a system turn
 ends (``turn_eos`` or ``yield``) in that unit, the delegate span if a work item opens there.
-``decision_lag = 0`` pairs text with the unit in which it is heard; ``1`` emits it one unit early.
+``decision_lag = 0`` pairs text with the unit in which it is heard; ``1`` emits it one unit early
+(words heard before the lag has run out are all emitted in unit 0, so none is lost; at most
+``MAX_DECISION_LAG`` units).
 The input side (``<backend>`` injections) and each unit's ``sys_action`` (the timeline's labels
 at a 1 s frame period) are never shifted.
 """
@@ -35,6 +37,7 @@ from .common import seconds, words_of, write_json, write_wav
 
 LISTEN, SPEAK, TURN_EOS, CHUNK_EOS = "<|listen|>", "<|speak|>", "<|turn_eos|>", "<|chunk_eos|>"
 UNIT_MS = 1000
+MAX_DECISION_LAG = 5  # units: a lag of seconds more would pair text with unrelated audio
 
 
 def _join(words: list[tuple[str, str]]) -> str:
@@ -75,14 +78,16 @@ def session_units(session, decision_lag: int = 0) -> list[dict]:
             injects[m.frame].append(backend_text(work, m.ref))
     units = []
     for k in range(n):
-        j = k + decision_lag
-        text = _join(spoken[j]) if j < n else ""
+        # unit k speaks what is heard in unit k + lag; unit 0 also what is heard before the lag
+        # has run out (units 0 .. lag-1), so that no word is dropped
+        src = [j for j in (range(0, decision_lag + 1) if k == 0 else [k + decision_lag]) if j < n]
+        text = _join([w for j in src for w in spoken[j]])
         out = ""
         if text:
             out += SPEAK + text
-        if j < n and ends[j]:
+        if any(ends[j] for j in src):
             out = (out or SPEAK) + TURN_EOS
-        for w in opens[j] if j < n else []:
+        for w in [w for j in src for w in opens[j]]:
             out += "<delegate>" + json.dumps({"work_id": w.work_id, "tool": w.tool, "objective": w.objective},
                                              ensure_ascii=False) + "</delegate>"
         out = out + CHUNK_EOS if out else LISTEN
@@ -95,8 +100,9 @@ def session_units(session, decision_lag: int = 0) -> list[dict]:
 def export(run, out: Path, decision_lag: int = 0, **_) -> dict:
     from ..errors import UserError
 
-    if decision_lag < 0:
-        raise UserError(f"--decision-lag: must be >= 0 units (got {decision_lag})")
+    if not 0 <= decision_lag <= MAX_DECISION_LAG:
+        raise UserError(f"--decision-lag: must be 0..{MAX_DECISION_LAG} units of 1 s (MiniCPM-o's text runs one "
+                        f"unit ahead; got {decision_lag})")
     lines, n_units = [], 0
     for s in run.sessions():
         sid = s.record.session_id
