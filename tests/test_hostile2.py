@@ -276,3 +276,16 @@ def test_minicpm_decision_lag_loses_no_system_word_and_is_bounded(tmp_path, tmp_
         assert ends == base[1] and abs(chars - base[0]) <= 8 * lag, (lag, chars, base)  # only joining spaces move
     r = synth("export", run.path, "--format", "minicpm", "--decision-lag", "20", "-o", tmp_path / "m", check=False)
     _one_line_error(r, "--decision-lag", "0..5", "got 20")
+
+
+@pytest.mark.parametrize("sid", ["a/b", "/etc/passwd", "esc\x1b[31mred", "new\nline", "x" * 10_000, "dotted.id", ""])
+def test_plan_session_ids_that_cannot_name_a_file_are_refused_at_load(tmp_path, sid):
+    import json
+
+    plans = tmp_path / "plans.jsonl"
+    plans.write_text(json.dumps({"session_id": sid, "seed_id": "banking-en", "plan": {}}) + "\n")
+    r = synth("run", ROOT / "pipelines" / "demo-espeak.yaml", "--plans", plans, "--out", tmp_path / "o",
+              check=False, timeout=120)
+    line = _one_line_error(r, str(plans), "line 1: session_id", "letters, digits")
+    assert "\x1b" not in r.stderr and len(line) < 400
+    assert not (tmp_path / "o").exists()
