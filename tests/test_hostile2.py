@@ -289,3 +289,41 @@ def test_plan_session_ids_that_cannot_name_a_file_are_refused_at_load(tmp_path, 
     line = _one_line_error(r, str(plans), "line 1: session_id", "letters, digits")
     assert "\x1b" not in r.stderr and len(line) < 400
     assert not (tmp_path / "o").exists()
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()  # state, ppid, ...
+    except OSError:
+        return None
+
+
+def test_killing_the_driver_leaves_no_pool_worker_behind(tmp_path):
+    import os
+    import signal
+    import time
+
+    out = tmp_path / "orphans"
+    first = _start_run(out, "--sessions", "48", "--workers", "2")  # the last --workers wins
+    _wait_for_lock(out, first)
+
+    def children():
+        return [int(d) for d in os.listdir("/proc") if d.isdigit()
+                and (st := _proc_stat(int(d))) is not None and int(st[1]) == first.pid]
+
+    t0 = time.time()
+    while len(children()) < 2 and time.time() - t0 < 60:
+        time.sleep(0.2)
+    workers = children()
+    assert workers, "the run started no pool worker"
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=60)
+
+    def alive():
+        return [w for w in workers if (st := _proc_stat(w)) is not None and st[0] != "Z"]
+
+    t0 = time.time()
+    while alive() and time.time() - t0 < 30:
+        time.sleep(0.2)
+    assert not alive(), f"pool workers {alive()} outlived their killed driver"

@@ -228,7 +228,7 @@ def execute(spec: RunSpec, kind: str, workers: int, ray_address: str | None = No
         return failed
     from concurrent.futures import as_completed
 
-    pool = ProcessPoolExecutor(max_workers=workers, initializer=_worker_signals)
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_worker_signals, initargs=(os.getpid(),))
     try:
         futures = {pool.submit(_pool_task, spec, r): r for r in ranks}
         for f in as_completed(futures):
@@ -250,9 +250,11 @@ def execute(spec: RunSpec, kind: str, workers: int, ray_address: str | None = No
 _IN_TASK = {"on": False}
 
 
-def _worker_signals() -> None:
+def _worker_signals(driver_pid: int | None = None) -> None:
     """Pool workers: the driver alone handles Ctrl-C; SIGTERM (the driver stopping them) aborts
-    the running task, so its temporary files go, or exits an idle worker quietly."""
+    the running task, so its temporary files go, or exits an idle worker quietly. On Linux the
+    kernel also sends SIGTERM when the driver dies (even by SIGKILL), so no worker is left to
+    finish queued tasks and idle under PID 1; its task is redone by the next run."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -264,6 +266,22 @@ def _worker_signals() -> None:
         os._exit(128 + signum)
 
     signal.signal(signal.SIGTERM, on_term)
+    _die_with(driver_pid, signal.SIGTERM)
+
+
+def _die_with(driver_pid: int | None, sig: int) -> None:
+    """``prctl(PR_SET_PDEATHSIG)``: ``sig`` to this process when its parent exits (Linux only)."""
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(sig), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if driver_pid is not None and os.getppid() != driver_pid:  # the driver died before prctl
+        os._exit(128 + int(sig))
 
 
 def _pool_task(spec: RunSpec, rank: int) -> TaskStats:
