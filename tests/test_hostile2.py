@@ -327,3 +327,11 @@ def test_killing_the_driver_leaves_no_pool_worker_behind(tmp_path):
     while alive() and time.time() - t0 < 30:
         time.sleep(0.2)
     assert not alive(), f"pool workers {alive()} outlived their killed driver"
+
+
+def test_a_long_pipeline_name_is_one_short_line(tmp_path):
+    pipe = tmp_path / "p.yaml"
+    pipe.write_text(yaml.safe_dump({"name": "a" * 120, "seeds": [str(ROOT / "scenario_seeds" / "*.yaml")]}))
+    r = synth("plan", pipe, "-n", "1", "-o", tmp_path / "p.jsonl", check=False, timeout=60)
+    line = _one_line_error(r, str(pipe), "name: String should have at most 64 characters", "(120 long)")
+    assert len(line) < len(str(pipe)) + 160

@@ -33,9 +33,11 @@ def validation_message(path: Path | str, err: ValidationError) -> str:
     loc = tuple(p for p in first["loc"] if not (isinstance(p, str) and p in _UNION_TAGS))
     msg = first["msg"].removeprefix("Value error, ")
     value = first.get("input")
-    shown = repr(value)
+    shown = ascii(value) if isinstance(value, str) and not value.isprintable() else repr(value)
     if isinstance(value, dict) and len(shown) > 120:
         shown = "a mapping"
+    elif len(shown) > 120:  # a long value: its start, its length
+        shown = f"{shown[:60]}... ({len(value) if isinstance(value, (str, list)) else len(shown)} long)"
     more = len(err.errors()) - 1
     tail = f" [+{more} more]" if more > 0 else ""
     return f"{path}: {_format_loc(loc)}: {msg} (got {shown}){tail}"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import Discriminator, Field, StringConstraints, Tag, field_validator, model_validator
 
 from .common import Model, Slug
 from .dist import Distribution, Fixed, Gamma, LogNormal, Normal, Uniform, bounded
@@ -415,7 +415,8 @@ MAX_SESSIONS = 1_000_000
 class PipelineConfig(Model):
     """A whole run. ``seeds`` are glob patterns relative to the pipeline file."""
 
-    name: Slug
+    name: Annotated[Slug, StringConstraints(max_length=64)] = Field(
+        description="run name; session ids are NAME-NNNNNN (at most 64 characters, so ids stay under 120)")
     seeds: list[str] = Field(min_length=1)
     sessions: int = Field(default=8, ge=1, le=MAX_SESSIONS)
     seed: int = 0
