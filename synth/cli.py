@@ -573,6 +573,14 @@ def main() -> None:
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
     quiet_swallowed_interrupts()
+    for arg in sys.argv[1:]:
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            console.print(f"[red]error:[/] {escape(shown)}: not UTF-8 (the run folder, its records and the "
+                          "Parquet/Arrow file systems need UTF-8 paths); rename it", highlight=False)
+            sys.exit(2)
     try:
         rc = app(standalone_mode=False)
         if STOP["signal"] or rc == 130:  # typer >= 0.2x returns Ctrl-C as exit code 130

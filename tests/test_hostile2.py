@@ -335,3 +335,18 @@ def test_a_long_pipeline_name_is_one_short_line(tmp_path):
     r = synth("plan", pipe, "-n", "1", "-o", tmp_path / "p.jsonl", check=False, timeout=60)
     line = _one_line_error(r, str(pipe), "name: String should have at most 64 characters", "(120 long)")
     assert len(line) < len(str(pipe)) + 160
+
+
+def test_a_path_that_is_not_utf8_is_one_line(tmp_path):
+    import os
+    import subprocess
+
+    bad = os.fsencode(tmp_path) + b"/bad\xffdir"
+    for args in ([b"run", str(ROOT / "pipelines" / "demo-espeak.yaml").encode(), b"--out", bad],
+                 [b"validate", bad], [b"export", bad, b"--format", b"rttm", b"-o", bad + b"x"]):
+        r = subprocess.run([os.fsencode(sys.executable), b"-m", b"synth.cli", *args], cwd=ROOT, capture_output=True,
+                           timeout=120)
+        err = r.stderr.decode("utf-8", "replace")
+        assert r.returncode == 2 and "not UTF-8" in err and "\\xff" in err and "Traceback" not in err, err[-1500:]
+        assert len([x for x in err.splitlines() if x.strip()]) == 1
+    assert not os.path.exists(bad)
