@@ -350,3 +350,22 @@ def test_a_path_that_is_not_utf8_is_one_line(tmp_path):
         assert r.returncode == 2 and "not UTF-8" in err and "\\xff" in err and "Traceback" not in err, err[-1500:]
         assert len([x for x in err.splitlines() if x.strip()]) == 1
     assert not os.path.exists(bad)
+
+
+@pytest.mark.parametrize("kind", ["loop", "dangling"])
+def test_a_bad_symlink_among_seed_files_is_one_line(tmp_path, kind):
+    import os
+    import shutil
+
+    seeds = tmp_path / "seeds"
+    seeds.mkdir()
+    shutil.copy(SEED, seeds / SEED.name)
+    if kind == "loop":
+        os.symlink("b.yaml", seeds / "a.yaml")
+        os.symlink("a.yaml", seeds / "b.yaml")
+    else:
+        os.symlink(tmp_path / "missing.yaml", seeds / "gone.yaml")
+    pipe = tmp_path / "p.yaml"
+    pipe.write_text(yaml.safe_dump({"name": "t", "seeds": ["seeds/*.yaml"]}))
+    r = synth("plan", pipe, "-n", "1", "-o", tmp_path / "o.jsonl", check=False, timeout=60)
+    _one_line_error(r, str(pipe), "seeds[0]", "cannot be read", "symlink loop" if kind == "loop" else "No such file")

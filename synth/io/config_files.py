@@ -190,7 +190,13 @@ def resolve_seed_paths(config: PipelineConfig, pipeline_path: Path | str) -> lis
         matches = [Path(p) for p in glob.glob(str(base / pattern))]
         if not matches:
             raise UserError(f"{pipeline_path}: seeds[{i}]: matches no file (got {pattern!r})")
-        found.update(p.resolve() for p in matches)
+        for p in matches:
+            try:
+                found.add(p.resolve(strict=True))
+            except (OSError, RuntimeError) as e:  # RuntimeError: a symlink loop (Python < 3.13)
+                why = "a symlink loop" if isinstance(e, RuntimeError) or getattr(e, "errno", 0) == 40 else (
+                    getattr(e, "strerror", None) or str(e))
+                raise UserError(f"{pipeline_path}: seeds[{i}]: {p}: cannot be read ({why})") from None
     return sorted(found)
 
 
