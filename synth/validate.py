@@ -38,6 +38,13 @@ def check_backend_frames(rec: SessionRecord, period_ms: int) -> list[str]:
 
 def validate_record(rec: SessionRecord, user: bytes, system: bytes, ttl_ms: float) -> list[str]:
     period_ms = int(round(rec.frame_period_s * 1000))
+    # sizes first: the checks below allocate per sample and per frame, so a damaged or edited
+    # num_samples (1e15) must be a finding, not an out-of-memory
+    frames = -(-rec.num_samples * 1000 // max(1, rec.sample_rate * period_ms)) if period_ms > 0 else -1
+    if (not 8000 <= rec.sample_rate <= 192000 or rec.num_samples < 0 or period_ms <= 0
+            or abs(rec.num_samples - rec.duration_s * rec.sample_rate) > 1 or abs(frames - len(rec.sys_action)) > 1):
+        return [f"record_shape (sample_rate {rec.sample_rate}, num_samples {rec.num_samples}, duration_s "
+                f"{rec.duration_s}, {len(rec.sys_action)} frames of {period_ms} ms do not agree)"]
     tl = rec.timeline()
     labels = FrameLabels(frame_period_s=rec.frame_period_s, num_frames=len(rec.sys_action),
                          sys_action=rec.sys_action, sys_floor=rec.sys_floor, usr_floor=rec.usr_floor,

@@ -369,3 +369,22 @@ def test_a_bad_symlink_among_seed_files_is_one_line(tmp_path, kind):
     pipe.write_text(yaml.safe_dump({"name": "t", "seeds": ["seeds/*.yaml"]}))
     r = synth("plan", pipe, "-n", "1", "-o", tmp_path / "o.jsonl", check=False, timeout=60)
     _one_line_error(r, str(pipe), "seeds[0]", "cannot be read", "symlink loop" if kind == "loop" else "No such file")
+
+
+def test_validate_reports_a_huge_num_samples_instead_of_running_out_of_memory(tmp_path, tmp_path_factory):
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    run = tmp_path / "edited"
+    shutil.copytree(small_run(tmp_path_factory), run)
+    pf = run / "shards" / "parquet" / "part-00000.parquet"
+    table = pq.read_table(pf)
+    n = table.column("num_samples").to_pylist()
+    n[0] = 10**15
+    table = table.set_column(table.column_names.index("num_samples"), "num_samples", pa.array(n, pa.int64()))
+    pq.write_table(table, pf)
+    r = synth("validate", run, check=False, timeout=120)
+    out = r.stdout + r.stderr
+    assert r.returncode == 1 and "record_shape" in out and "num_samples 1000000000000000" in out and "Traceback" not in out
