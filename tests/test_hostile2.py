@@ -388,3 +388,20 @@ def test_validate_reports_a_huge_num_samples_instead_of_running_out_of_memory(tm
     r = synth("validate", run, check=False, timeout=120)
     out = r.stdout + r.stderr
     assert r.returncode == 1 and "record_shape" in out and "num_samples 1000000000000000" in out and "Traceback" not in out
+
+
+def test_a_renamed_parquet_column_is_one_line_in_every_reader(tmp_path, tmp_path_factory):
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    run = tmp_path / "renamed"
+    shutil.copytree(small_run(tmp_path_factory), run)
+    for pf in (run / "shards" / "parquet").glob("*.parquet"):
+        t = pq.read_table(pf)
+        pq.write_table(t.rename_columns(["lang_x" if n == "language" else n for n in t.column_names]), pf)
+    for args in (["report", run, "-o", tmp_path / "r.html"], ["export", run, "--format", "rttm", "-o", tmp_path / "x"],
+                 ["preview", run, "insp-000000", "-o", tmp_path / "p.png"],
+                 ["publish", run, "--repo-id", "a/b", "--dry-run", "-o", tmp_path / "hub"]):
+        r = synth(*args, check=False, timeout=300)
+        _one_line_error(r, "part-0000", "language", "field required")

@@ -49,14 +49,27 @@ class Session:
         return x, sr
 
 
-def record_from_row(row: dict[str, Any]) -> SessionRecord:
-    """A :class:`SessionRecord` from a Parquet row (audio columns removed, unknown columns dropped)."""
+def record_from_row(row: dict[str, Any], source: str = "a shard") -> SessionRecord:
+    """A :class:`SessionRecord` from a Parquet row (audio columns removed, unknown columns dropped);
+    a row that is not one (a renamed or missing column, bad JSON) is a :class:`UserError` naming
+    ``source``, the session and the field."""
+    from pydantic import ValidationError
+
     known = set(SessionRecord.model_fields)
     d = {k: v for k, v in row.items() if k in known}
-    for key in ("scene", "planner_meta", "render_spec"):  # JSON strings in Parquet, dicts in the WebDataset json
-        if isinstance(d.get(key), str):
-            d[key] = json.loads(d[key])
-    return SessionRecord.model_validate(d)
+    sid = str(row.get("session_id", "?"))[:80]
+    try:
+        for key in ("scene", "planner_meta", "render_spec"):  # JSON strings in Parquet, dicts in the WebDataset json
+            if isinstance(d.get(key), str):
+                d[key] = json.loads(d[key])
+        return SessionRecord.model_validate(d)
+    except json.JSONDecodeError as e:
+        raise UserError(f"{source}: {sid}: {key}: not JSON ({e.msg}); `synth validate` lists every damaged record") from None
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "?"
+        raise UserError(f"{source}: {sid}: {where}: {first['msg'].lower()} (not a record of this version? "
+                        "`synth validate` lists every damaged record)") from None
 
 
 def _read_parquet(pf: Path):
@@ -121,7 +134,7 @@ class RunFolder:
             for row in table.to_pylist():
                 user = (row.pop("user_audio", None) or {}).get("bytes") or b""
                 system = (row.pop("system_audio", None) or {}).get("bytes") or b""
-                yield Session(record_from_row(row), user, system, pf.name)
+                yield Session(record_from_row(row, str(pf)), user, system, pf.name)
 
     def _webdataset_sessions(self) -> Iterator[Session]:
         import tarfile
@@ -137,7 +150,7 @@ class RunFolder:
                 raise UserError(f"{tf}: damaged WebDataset shard ({type(e).__name__}: {e}); "
                                 "`synth validate` lists every damaged file") from None
             for key, p in parts.items():
-                rec = record_from_row(json.loads(p["json"]))
+                rec = record_from_row(json.loads(p["json"]), f"{tf}: {key}")
                 yield Session(rec, p.get("user.flac", b""), p.get("system.flac", b""), tf.name)
 
     def repeated_ids(self) -> dict[str, int]:
@@ -186,7 +199,7 @@ class RunFolder:
             if hit.num_rows:
                 row = hit.slice(0, 1).to_pylist()[0]
                 user, system = row.pop("user_audio")["bytes"], row.pop("system_audio")["bytes"]
-                return Session(record_from_row(row), user, system, pf.name)
+                return Session(record_from_row(row, str(pf)), user, system, pf.name)
         known = [r.session_id for r in self.records[:3]]
         raise UserError(f"{self.path}: no session {session_id!r} (e.g. {', '.join(known) or 'none written'})")
 
