@@ -281,7 +281,9 @@ def plan(path: Path = typer.Argument(..., help="A scenario seed or pipeline YAML
     for s in seeds:
         engine.check_seed(s, str(path))
     _check_endpoint(pcfg)
-    jobs = [(seeds[i % len(seeds)], f"{name}-{i:06d}") for i in range(session, session + count)]
+    from .schema.common import session_id
+
+    jobs = [(seeds[i % len(seeds)], session_id(name, i)) for i in range(session, session + count)]
     if hasattr(engine, "prefetch"):
         engine.prefetch([(s, sid, stream(run_seed, sid, "plan")) for s, sid in jobs])
     plans, rejected = _decorated_plans(cfg, engine, jobs, run_seed)
@@ -446,8 +448,8 @@ def report(out_dir: Path = typer.Argument(..., help="A run folder."),
         raise UserError(f"-o: the report is an HTML file, with its numbers beside it as .json "
                         f"(got {str(output)!r})")
     run = _run_folder(out_dir)
-    if rep := run.repeated_ids():
-        console.print(f"[yellow]warning:[/] {len(rep)} session ids are written more than once (two runs in one "
+    if repeated := run.repeated_ids():
+        console.print(f"[yellow]warning:[/] {len(repeated)} session ids are written more than once (two runs in one "
                       "folder?): their figures count each copy; `synth validate` lists them", highlight=False)
     html_path = output or run.path / "report" / "report.html"
     rep = write_report(run, html_path)

@@ -15,6 +15,7 @@ from .schema.phenomena import ALL
 from .schema.record import SessionRecord
 from .stages import qa
 from .stages.label import frame_of, vad_frames
+from .schema.common import session_id, session_index
 from .schema.labels import FrameLabels
 
 
@@ -116,15 +117,15 @@ def _check_against_run(run: dict, seen: dict) -> list[str]:
         return ["no sessions in the shards: an empty run is not a pass"]
     cfg = run["config"]
     problems, sessions = [], cfg.get("sessions", 0)
-    expected_ids = {f"{cfg['name']}-{i:06d}" for i in range(sessions)}
     for sid, item in seen.items():
         rec = item["json"]
         if rec.get("seed") != cfg.get("seed"):
             problems.append(f"{sid}: seed {rec.get('seed')} but run.json's is {cfg.get('seed')} (another run's session?)")
         if rec.get("sample_rate") != cfg["audio"]["sample_rate"]:
             problems.append(f"{sid}: sample rate {rec.get('sample_rate')} but run.json's is {cfg['audio']['sample_rate']}")
-        if not (run.get("data_settings") or {}).get("plans") and sid not in expected_ids:
-            problems.append(f"{sid}: not one of this run's {sessions} session ids ({cfg['name']}-000000 ...)")
+        index = session_index(cfg["name"], sid)
+        if not (run.get("data_settings") or {}).get("plans") and (index is None or index >= sessions):
+            problems.append(f"{sid}: not one of this run's {sessions} session ids ({session_id(cfg['name'], 0)} ...)")
     return problems
 
 

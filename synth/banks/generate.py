@@ -19,6 +19,8 @@ from . import sounds
 from .bank import BankEntry, write_manifest
 
 BANK_VERSION = "gen-v3"
+SOURCE_PREFIX = "duplexsynth "  # every generated manifest entry's source starts so
+SOURCE = f"{SOURCE_PREFIX}{BANK_VERSION}"
 SAMPLE_RATE = 24000
 LICENCE = "CC0-1.0"
 
@@ -82,7 +84,7 @@ def check_bank_target(out_dir: Path, field: str = "--out", unlisted_ok: bool = F
         return
     try:
         lines = [json.loads(x) for x in manifest.read_text(encoding="utf-8").splitlines() if x.strip()]
-        ours = bool(lines) and all(str(x.get("source", "")).startswith("duplexsynth ") for x in lines)
+        ours = bool(lines) and all(str(x.get("source", "")).startswith(SOURCE_PREFIX) for x in lines)
     except (OSError, ValueError, AttributeError):
         ours = False
     if not ours:
@@ -98,7 +100,7 @@ def build_bank(out_dir: Path, seed: int = 0) -> list[BankEntry]:
         x = make(stream(seed, BANK_VERSION, rel))
         _flac(out_dir / rel, x, SAMPLE_RATE)
         entries.append(BankEntry(path=rel, category=category, duration_s=round(len(x) / SAMPLE_RATE, 4),
-                                 sample_rate=SAMPLE_RATE, licence=LICENCE, source=f"duplexsynth {BANK_VERSION}",
+                                 sample_rate=SAMPLE_RATE, licence=LICENCE, source=SOURCE,
                                  style=style))
     entries += _speech_files(out_dir, seed)
     write_manifest(out_dir, entries)
@@ -156,7 +158,7 @@ def _speech_files(out_dir: Path, seed: int) -> list[BankEntry]:
             mix = sounds._norm(sounds._lowpass(mix, sr, 6000, 2), 0.4)
             _flac(out_dir / rel, mix, sr)
             entries.append(BankEntry(path=rel, category="babble", duration_s=round(len(mix) / sr, 4),
-                                     sample_rate=sr, licence=LICENCE, source=f"duplexsynth {BANK_VERSION}",
+                                     sample_rate=sr, licence=LICENCE, source=SOURCE,
                                      style=f"6-talker-{lang}"))
         for i in range(3):
             rel = f"media/tv-{lang}-{i:02d}.flac"
@@ -167,6 +169,6 @@ def _speech_files(out_dir: Path, seed: int) -> list[BankEntry]:
             y = sounds.media_filter(x, sr, rng)
             _flac(out_dir / rel, y, sr)
             entries.append(BankEntry(path=rel, category="media", duration_s=round(len(y) / sr, 4),
-                                     sample_rate=sr, licence=LICENCE, source=f"duplexsynth {BANK_VERSION}",
+                                     sample_rate=sr, licence=LICENCE, source=SOURCE,
                                      style=f"tv-{lang}", text=text))
     return entries

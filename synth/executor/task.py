@@ -16,6 +16,7 @@ from .stop import check_stop
 from ..io.shards import ShardWriter, file_proof, proof_problems, remove_stale_temporaries
 from ..banks.bank import Bank
 from ..schema.config import PipelineConfig
+from ..schema.common import session_id
 from ..schema.record import Reject, TaskStats
 from ..schema.seed import ScenarioSeed
 
@@ -46,7 +47,7 @@ class RunSpec:
             by_id = {s.id: s for s in self.seeds}
             return [(sid, by_id[seed_id]) for sid, seed_id, _ in self.plans[lo:hi]]
         # seeds round-robin over the sorted seed list: balanced coverage, independent of workers
-        return [(f"{self.config.name}-{i:06d}", self.seeds[i % len(self.seeds)]) for i in range(lo, hi)]
+        return [(session_id(self.config.name, i), self.seeds[i % len(self.seeds)]) for i in range(lo, hi)]
 
 
 def marker_name(rank: int) -> str:

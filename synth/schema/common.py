@@ -9,6 +9,20 @@ from pydantic import BaseModel, ConfigDict, StringConstraints
 Slug = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$", max_length=120)]
 """An identifier without dots or spaces (safe as a WebDataset key and a file name)."""
 
+
+def session_id(run_name: str, index: int) -> str:
+    """The id of session ``index`` of a run (or of ``synth plan``): ``NAME-NNNNNN``."""
+    return f"{run_name}-{index:06d}"
+
+
+def session_index(run_name: str, sid: str) -> int | None:
+    """``index`` when ``sid`` is ``session_id(run_name, index)``, else ``None``."""
+    prefix, _, num = sid.rpartition("-")
+    if prefix != run_name or not num.isdigit() or session_id(run_name, int(num)) != sid:
+        return None
+    return int(num)
+
+
 Language = Literal["en", "zh", "en-zh"]
 WordLang = Literal["en", "zh"]
 Speaker = Literal["user", "system", "third_party", "background", "backend"]
