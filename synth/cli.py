@@ -481,16 +481,34 @@ def view(out_dir: Path = typer.Argument(..., help="A run folder."),
 
 @app.command()
 def export(out_dir: Path = typer.Argument(..., help="A run folder."),
-           fmt: str = typer.Option(..., "--format", help="minicpm, moshi, fdb, textgrid, rttm (+ CTM) or audacity"),
-           output: Path = typer.Option(..., "-o", "--output", help="Folder to write."),
+           fmt: str = typer.Option(..., "--format", help="lhotse (NeMo duplex S2S), moshi, minicpm (experimental), "
+                                   "fdb, textgrid, rttm (+ CTM) or audacity"),
+           output: Path = typer.Option(..., "-o", "--output", help="Folder to write: new, empty, or an earlier "
+                                       "export of the same format."),
+           target_sample_rate: int = typer.Option(22050, "--target-sample-rate", help="lhotse: rate of the "
+                                                  "assistant's target_audio (NeMo's target_sample_rate)."),
+           shar: bool = typer.Option(False, "--shar", help="lhotse: Shar shards with the audio inside (FLAC) "
+                                     "instead of a manifest beside WAV files."),
+           sound_tags: Optional[str] = typer.Option(None, "--sound-tags", help="drop or keep [laughter]-style tags "
+                                                    "(default: drop for lhotse and moshi, keep as non-lex in CTM)."),
+           others: str = typer.Option("label", "--others", help="moshi: third-party and background words under "
+                                      "their own speaker labels (label) or left out (drop)."),
            decision_lag: int = typer.Option(0, "--decision-lag", help="minicpm: units the text runs ahead of its audio."),
-           sample_rate: int = typer.Option(24000, "--sample-rate", help="moshi: WAV rate (Mimi uses 24000).")) -> None:
+           sample_rate: int = typer.Option(24000, "--sample-rate", help="moshi: WAV rate (Mimi uses 24000)."),
+           check: bool = typer.Option(False, "--check", help="Read the export back with its consumer's reader "
+                                      "(sphn, lhotse, praatio, NeMo's CTM rule) and report what it read.")) -> None:
     """Export a run for a trainer or benchmark, recomputed from each session's timeline."""
     from .export import export_run
 
-    meta = export_run(out_dir, fmt, output, decision_lag=decision_lag, sample_rate=sample_rate)
+    meta = export_run(out_dir, fmt, output, check=check, decision_lag=decision_lag, sample_rate=sample_rate,
+                      target_sample_rate=target_sample_rate, shar=shar, sound_tags=sound_tags, others=others)
     console.print(f"[green]exported[/] {fmt} to {output}: "
-                  + ", ".join(f"{k} {v}" for k, v in meta.items() if isinstance(v, (int, dict)) and k != "source"))
+                  + ", ".join(f"{k} {v}" for k, v in meta.items() if isinstance(v, (int, float)) and k != "source"))
+    if check:
+        c = meta["check"]
+        console.print(f"[green]read back[/] with {c['reader']}: {c['sessions']} sessions, {c['seconds']:.1f} s, "
+                      f"{c['words']} words, {c['colliding_words']} sharing an 80 ms frame with another word "
+                      "of their speaker" + (f" (e.g. {c['collision_examples'][0]})" if c["collision_examples"] else ""))
 
 
 @app.command()
@@ -630,6 +648,7 @@ EXTRA_OF_MODULE = {
     "torch": "learn", "praatio": "learn", "ray": "ray",
     "onnxruntime": "kokoro", "onnx": "kokoro", "misaki": "kokoro", "phonemizer": "kokoro",
     "piper": "piper", "TTS": "coqui", "torchaudio": "coqui",
+    "lhotse": "export", "sphn": "export",
     "faster_whisper": "asr", "opencc": "asr", "rapidfuzz": "asr", "cn2an": "asr", "num2words": "asr",
 }
 """Top-level modules of optional dependencies and the extra that installs each."""

@@ -106,9 +106,10 @@ def test_moshi_puts_the_assistant_first_with_sorted_alignments(run_dir, tmp_path
     lines = _lines(out / "data.jsonl")
     assert len(lines) == len(sessions)
     for line in lines:
+        assert line["path"].startswith("audio/")  # relative to the manifest
         sid = line["path"].rsplit("/", 1)[1][:-4]
         s = sessions[sid]
-        x, sr = sf.read(line["path"], dtype="float32")
+        x, sr = sf.read(out / line["path"], dtype="float32")
         assert sr == 24000 and x.shape[1] == 2
         assert abs(line["duration"] - s.record.duration_s) < 0.01
         # channel 0 is the system: compare energy envelopes with the source stems
@@ -119,10 +120,28 @@ def test_moshi_puts_the_assistant_first_with_sorted_alignments(run_dir, tmp_path
         assert np.corrcoef(env(x[:, 0], 24000), env(sysf, 16000))[0, 1] > 0.95
         assert np.corrcoef(env(x[:, 1], 24000), env(usr, 16000))[0, 1] > 0.95
         al = json.loads((out / "audio" / f"{sid}.json").read_text())["alignments"]
-        assert al and all(a[2] == "SPEAKER_MAIN" and a[1][0] <= a[1][1] for a in al)
-        assert [a[1][0] for a in al] == sorted(a[1][0] for a in al)
-        n_sys_words = sum(len(e.words) for e in s.record.events if e.speaker == "system")
-        assert len(al) == n_sys_words and al[-1][1][1] <= line["duration"]
+        assert [a[1][0] for a in al] == sorted(a[1][0] for a in al) and all(a[1][0] <= a[1][1] for a in al)
+        assert not any(a[0].startswith("[") and a[0].endswith("]") for a in al)  # sound tags dropped
+        label = {"system": "SPEAKER_MAIN", "user": "SPEAKER_OTHER", "third_party": "SPEAKER_THIRD_PARTY",
+                 "background": "SPEAKER_BACKGROUND"}
+        want = sorted((label[e.speaker], w.word) for e in s.record.events if e.speaker in label for w in e.words
+                      if w.off_sample > w.on_sample and not (w.word.startswith("[") and w.word.endswith("]")))
+        assert sorted((a[2], a[0]) for a in al) == want
+        assert any(a[2] == "SPEAKER_MAIN" for a in al) and any(a[2] == "SPEAKER_OTHER" for a in al)
+        assert al[-1][1][1] <= line["duration"]
+
+
+def test_moshi_others_dropped_and_tags_kept_by_option(run_dir, tmp_path_factory, sessions):
+    out = export(run_dir, tmp_path_factory, "moshi", "--others", "drop", "--sound-tags", "keep")
+    labels = set()
+    tags = 0
+    for sid, s in sessions.items():
+        al = json.loads((out / "audio" / f"{sid}.json").read_text())["alignments"]
+        labels |= {a[2] for a in al}
+        tags += sum(a[0].startswith("[") for a in al)
+    assert labels == {"SPEAKER_MAIN", "SPEAKER_OTHER"}
+    assert tags == sum(1 for s in sessions.values() for e in s.record.events if e.speaker in ("user", "system")
+                       for w in e.words if w.word.startswith("[") and w.off_sample > w.on_sample) > 0
 
 
 def test_fdb_folders_follow_the_benchmark_layout(run_dir, tmp_path_factory, sessions):

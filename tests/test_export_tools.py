@@ -106,10 +106,15 @@ def test_rttm_ctm_and_manifest_as_nemo_writes_them(run_dir, sessions, tmp_path_f
         ctm = [line.split() for line in open(m["ctm_filepath"], encoding="utf-8")]
         words = [w for e in evs for w in e.words if w.off_sample > w.on_sample]
         assert len(ctm) == len(words) > 0
-        assert all(len(c) == 6 and c[0] == sid and c[1] in AUDIBLE and c[5] == "0" for c in ctm)
+        # RT-09 8-field form; NeMo's reader takes the speaker from field 8
+        assert all(len(c) == 8 and c[0] == sid and c[1] == "1" and c[5] == "NA" and c[7] in AUDIBLE for c in ctm)
+        assert all(c[6] == ("non-lex" if c[4].startswith("[") and c[4].endswith("]") else "lex") for c in ctm)
         starts = [float(c[2]) for c in ctm]
         assert starts == sorted(starts)
         assert sorted(c[4] for c in ctm) == sorted("_".join(w.word.split()) for w in words)
+        by_speaker = sorted((c[7], c[4]) for c in ctm)
+        assert by_speaker == sorted((e.speaker, "_".join(w.word.split())) for e in evs for w in e.words
+                                    if w.off_sample > w.on_sample)
 
 
 def test_audacity_label_tracks(run_dir, sessions, tmp_path_factory):

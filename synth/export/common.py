@@ -47,3 +47,15 @@ def words_of(rec, speakers: tuple[str, ...]) -> list[tuple[str, int, int, str, s
 
 def seconds(samples: int, sr: int) -> float:
     return round(samples / sr, 4)
+
+
+def is_sound_tag(word: str) -> bool:
+    """A non-lexical sound written as a tag word (``[laughter]``, ``[breath]``)."""
+    return len(word) > 2 and word.startswith("[") and word.endswith("]")
+
+
+def join_spoken(words) -> str:
+    """Placed words joined as they are written (spaces around English, none between Chinese)."""
+    from ..schema.plan import PlannedWord, join_words
+
+    return join_words([PlannedWord(text=w.word, lang=w.lang) for w in words])

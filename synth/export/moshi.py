@@ -1,22 +1,33 @@
 """Moshi / moshi-finetune export: stereo WAV with the assistant first, word alignments, manifest.
 
-What we read (kyutai-labs/moshi-finetune README and forks that document its data loader):
-training data is a ``.jsonl`` manifest of ``{"path": ".../x.wav", "duration": seconds}``; each
-WAV is stereo with the **left channel (0) = Moshi, the assistant** and the right channel (1) = the
-user; beside it, ``x.json`` holds ``{"alignments": [[word, [start_s, end_s], "SPEAKER_MAIN"], ...]}``
-sorted by start, the text stream Moshi learns for its own channel. Mimi runs at 24 kHz, so the
-default export rate is 24000 (polyphase resampling). Our channel order is the opposite
-(ch0 user side, ch1 system), so this exporter swaps it and says so in ``export.json``.
+What we read (kyutai-labs/moshi-finetune: README, ``finetune/data/dataset.py`` and
+``interleaver.py``; sphn 0.1.12 as it pins, and 0.2): training data is a ``.jsonl`` manifest of
+``{"path": "relative/path/to/x.wav", "duration": seconds}`` (``sphn.dataset_jsonl`` resolves a
+relative path against the manifest's folder, so the export can be moved whole); each WAV is stereo
+with the **left channel (0) = Moshi, the assistant** and the right channel (1) = the user; beside it,
+``x.json`` holds ``{"alignments": [[word, [start_s, end_s], speaker], ...]}`` sorted by start, which
+the loader bisects by start time. The interleaver turns the ``SPEAKER_MAIN`` words into Moshi's
+own text stream (others are dropped with ``keep_main_only``, or used by forks that model both
+sides). Mimi runs at 24 kHz, so the default export rate is 24000 (polyphase resampling). Our
+channel order is the opposite (ch0 user side, ch1 system), so this exporter swaps it and says so
+in ``export.json``.
 
 Layout under ``DIR``::
 
     audio/<session>.wav     stereo, ch0 = system (assistant), ch1 = user side
-    audio/<session>.json    {"alignments": [...SPEAKER_MAIN...], "user_alignments": [...SPEAKER_OTHER...]}
-    data.jsonl              {"path": absolute path of the wav, "duration": s}
-    export.json             channel order, sample rate, counts
+    audio/<session>.json    {"alignments": [...]}: every speaker's words, one list sorted by start
+    data.jsonl              {"path": "audio/<session>.wav", "duration": s}, paths relative to DIR
+    export.json             channel order, sample rate, speaker labels, counts
 
-Only the words actually spoken are aligned (the unspoken remainder of a cut turn,
-``text_after_cut``, is not audio and is left out).
+Speakers: ``SPEAKER_MAIN`` (the assistant), ``SPEAKER_OTHER`` (the user), and with
+``others="label"`` (the default) ``SPEAKER_THIRD_PARTY`` / ``SPEAKER_BACKGROUND`` for the other
+voices on the user side; ``others="drop"`` leaves those out. Sound tags (``[laughter]``) are not
+words Moshi should say: dropped unless ``sound_tags="keep"``. Only the words actually spoken are
+aligned (the unspoken remainder of a cut turn, ``text_after_cut``, is not audio).
+
+Text tokenizers: Moshi's released text tokenizer is an English SentencePiece model; the Mandarin
+and code-switched sessions need a text tokenizer that covers Han characters (the alignments hold
+jieba words, one entry per word, which any tokenizer can split further).
 """
 
 from __future__ import annotations
@@ -26,36 +37,45 @@ from pathlib import Path
 
 import numpy as np
 
-from .common import resample, seconds, words_of, write_json, write_wav
+from .common import is_sound_tag, resample, seconds, write_json, write_wav
 
 MAIN, OTHER = "SPEAKER_MAIN", "SPEAKER_OTHER"
+LABELS = {"system": MAIN, "user": OTHER, "third_party": "SPEAKER_THIRD_PARTY", "background": "SPEAKER_BACKGROUND"}
+SAMPLE_RATES = (16000, 24000, 44100, 48000)
 
 
-def alignments(rec, speaker: str, label: str) -> list:
+def alignments(rec, others: str = "label", sound_tags: str = "drop") -> list:
+    """``[word, [start_s, end_s], label]`` of every kept spoken word, sorted by start."""
     sr = rec.sample_rate
-    return [[w, [seconds(on, sr), seconds(off, sr)], label] for w, on, off, *_ in words_of(rec, (speaker,))]
+    speakers = ("system", "user") if others == "drop" else tuple(LABELS)
+    words = sorted((w.on_sample, w.off_sample, e.speaker, w.word) for e in rec.events if e.speaker in speakers
+                   for w in e.words if w.off_sample > w.on_sample
+                   and (sound_tags == "keep" or not is_sound_tag(w.word)))
+    return [[word, [seconds(on, sr), seconds(off, sr)], LABELS[spk]] for on, off, spk, word in words]
 
 
-def export(run, out: Path, sample_rate: int = 24000, **_) -> dict:
+def export(run, out: Path, sample_rate: int = 24000, others: str = "label", sound_tags: str = "drop", **_) -> dict:
     from ..errors import UserError
     from ..io.files import write_text_atomic
 
-    if sample_rate not in (16000, 24000, 44100, 48000):
-        raise UserError(f"--sample-rate: must be 16000, 24000, 44100 or 48000 (got {sample_rate})")
+    if sample_rate not in SAMPLE_RATES:
+        raise UserError(f"--sample-rate: must be one of {', '.join(map(str, SAMPLE_RATES))} (got {sample_rate})")
     lines = []
     for s in run.sessions():
         rec = s.record
         user, sr = s.decode("user")
         system, _ = s.decode("system")
         stereo = resample(np.stack([system, user], axis=1), sr, sample_rate)
-        wav = out / "audio" / f"{rec.session_id}.wav"
-        write_wav(wav, stereo, sample_rate)
-        write_json(wav.with_suffix(".json"), {"alignments": alignments(rec, "system", MAIN),
-                                              "user_alignments": alignments(rec, "user", OTHER)})
-        lines.append(json.dumps({"path": str(wav.resolve()), "duration": round(len(stereo) / sample_rate, 4)}))
+        rel = f"audio/{rec.session_id}.wav"
+        write_wav(out / rel, stereo, sample_rate)
+        write_json((out / rel).with_suffix(".json"), {"alignments": alignments(rec, others, sound_tags)})
+        lines.append(json.dumps({"path": rel, "duration": round(len(stereo) / sample_rate, 4)}))
     write_text_atomic(out / "data.jsonl", "\n".join(lines) + ("\n" if lines else ""))
-    meta = {"format": "moshi", "channels": ["system", "user"], "sample_rate": sample_rate,
-            "note": "channel 0 is the assistant (Moshi's order); the run's own order is user, system",
+    labels = {k: v for k, v in LABELS.items() if others == "label" or k in ("system", "user")}
+    meta = {"format": "moshi", "channels": ["system", "user"], "sample_rate": sample_rate, "speakers": labels,
+            "sound_tags": sound_tags,
+            "note": "channel 0 is the assistant (Moshi's order); the run's own order is user, system; "
+                    "paths in data.jsonl are relative to this folder",
             "sessions": len(lines), "source": str(run.path)}
     write_json(out / "export.json", meta)
     return meta

@@ -16,9 +16,9 @@ start of the session (``samples / sample_rate``, written with Python's shortest 
   ``labels_to_rttmfile``, ``create_new_ctm_entry``): ``<session>.wav`` (mono mix of both
   channels, the diarization input), ``<session>.rttm`` with one
   ``SPEAKER <session> 1 start dur <NA> <NA> <speaker> <NA> <NA>`` line per audible event,
-  ``<session>.ctm`` with ``<session> <speaker> start dur word 0`` per spoken word (the simulator
-  puts the speaker in CTM's channel field and 0 as confidence), and ``manifest.json``, NeMo's
-  diarization manifest (one JSON line per session).
+  ``<session>.ctm`` in the RT-09 8-field form ``<session> 1 start dur word NA lex <speaker>`` per
+  spoken word (sound tags typed ``non-lex``; NeMo's CTM reader takes the speaker from field 8),
+  and ``manifest.json``, NeMo's diarization manifest (one JSON line per session).
 - ``audacity``: ``<session>.wav`` (stereo) and one label file per track,
   ``<session>.<track>.txt``, each line ``start<TAB>end<TAB>label`` (File > Import > Labels;
   markers are point labels, start = end).
@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from ..schema.labels import FLOORS, SYS_ACTIONS
-from .common import write_json, write_wav
+from .common import is_sound_tag, write_json, write_wav
 
 AUDIBLE = ("user", "system", "third_party", "background")
 
@@ -184,12 +184,16 @@ def rttm(rec) -> str:
                    f"<NA> <NA> {e.speaker} <NA> <NA>\n" for e in evs)
 
 
-def ctm(rec) -> str:
+def ctm(rec, sound_tags: str = "keep") -> str:
+    """RT-09 8-field CTM, ``<session> 1 start dur token NA type speaker``: ``type`` is ``lex`` for a
+    word and ``non-lex`` for a sound tag (``[laughter]``; dropped with ``sound_tags="drop"``).
+    NeMo's CTM reader takes the speaker from the 8th field."""
     sid, sr = rec.session_id, rec.sample_rate
     words = sorted((w.on_sample, w.off_sample, e.speaker, w.word) for e in rec.events if e.speaker in AUDIBLE
-                   for w in e.words if w.off_sample > w.on_sample)
-    return "".join(f"{sid} {spk} {round(a / sr, 3)} {round((b - a) / sr, 3)} {'_'.join(word.split())} 0\n"
-                   for a, b, spk, word in words)
+                   for w in e.words if w.off_sample > w.on_sample
+                   and (sound_tags == "keep" or not is_sound_tag(w.word)))
+    return "".join(f"{sid} 1 {round(a / sr, 3)} {round((b - a) / sr, 3)} {'_'.join(word.split())} NA "
+                   f"{'non-lex' if is_sound_tag(word) else 'lex'} {spk}\n" for a, b, spk, word in words)
 
 
 # --- Audacity ----------------------------------------------------------------------------------
@@ -227,7 +231,7 @@ def export_textgrid(run, out: Path, **_) -> dict:
     return meta
 
 
-def export_rttm(run, out: Path, **_) -> dict:
+def export_rttm(run, out: Path, sound_tags: str = "keep", **_) -> dict:
     from ..io.files import write_text_atomic
 
     lines = []
@@ -237,7 +241,7 @@ def export_rttm(run, out: Path, **_) -> dict:
         wav, rttm_path, ctm_path = (out / f"{rec.session_id}.{x}" for x in ("wav", "rttm", "ctm"))
         write_wav(wav, np.clip(audio.sum(axis=1), -1.0, 1.0), sr)
         write_text_atomic(rttm_path, rttm(rec))
-        write_text_atomic(ctm_path, ctm(rec))
+        write_text_atomic(ctm_path, ctm(rec, sound_tags))
         lines.append(json.dumps({"audio_filepath": str(wav.resolve()), "offset": 0, "duration": rec.num_samples / sr,
                                  "label": "infer", "text": "-", "num_speakers": len(speakers_heard(rec)),
                                  "rttm_filepath": str(rttm_path.resolve()), "uem_filepath": None,

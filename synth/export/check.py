@@ -1,0 +1,136 @@
+"""``synth export --check``: read an export back with the reader its consumer uses.
+
+- ``moshi``: ``sphn.dataset_jsonl`` over ``data.jsonl`` (moshi-finetune's loader) and the
+  ``alignments`` of each WAV it yields, found as moshi-finetune finds them (``<wav stem>.json``);
+- ``lhotse``: ``CutSet.from_file`` (paths resolved against the export folder) or
+  ``CutSet.from_shar``; every cut's recording and ``target_audio`` loaded;
+- ``textgrid``: ``praatio.textgrid.openTextgrid``, the ``<speaker> words`` tiers;
+- ``rttm``: NeMo's diarization manifest and the CTM lines split as NeMo's CTM reader does (8
+  fields, the speaker in the 8th).
+
+Each returns sessions, seconds and words read back, and words that collide: two words of one
+speaker starting in the same 80 ms frame (one text-token slot of Moshi's 12.5 Hz stream and of
+NeMo's default ``frame_length``), which a frame-aligned text stream cannot hold apart.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+FRAME_S = 0.08
+CHECKED = ("moshi", "lhotse", "textgrid", "rttm")
+
+
+class Tally:
+    def __init__(self) -> None:
+        self.sessions, self.seconds, self.words, self.collisions = 0, 0.0, 0, 0
+        self.examples: list[str] = []
+
+    def add_words(self, session: str, words: list[tuple[str, float, str]]) -> None:
+        """``(word, start_s, speaker)`` of one session: counted, and collisions noted."""
+        self.words += len(words)
+        slots = Counter((spk, int(start / FRAME_S)) for _, start, spk in words)
+        for (spk, frame), n in sorted(slots.items()):
+            if n > 1:
+                self.collisions += n - 1
+                if len(self.examples) < 5:
+                    self.examples.append(f"{session} {spk} {frame * FRAME_S:.2f}s: {n} words")
+
+    def result(self, reader: str) -> dict:
+        return {"reader": reader, "sessions": self.sessions, "seconds": round(self.seconds, 3),
+                "words": self.words, "colliding_words": self.collisions, "collision_examples": self.examples}
+
+
+def _version(package: str) -> str:
+    from importlib.metadata import version
+
+    return f"{package} {version(package)}"
+
+
+def check_moshi(out: Path, meta: dict) -> dict:
+    import sphn
+
+    t = Tally()
+    sr = meta["sample_rate"]
+    seen: dict[str, float] = {}
+    ds = sphn.dataset_jsonl(str(out / "data.jsonl"), duration_sec=3600.0, num_threads=1, sample_rate=sr,
+                            pad_last_segment=True)
+    for sample in ds.seq(skip=0, step_by=1):
+        seen[sample["path"]] = seen.get(sample["path"], 0.0) + sample["unpadded_len"] / sr
+    for path, secs in sorted(seen.items()):
+        t.sessions, t.seconds = t.sessions + 1, t.seconds + secs
+        with open(Path(path).with_suffix(".json"), encoding="utf-8") as f:
+            al = json.load(f)["alignments"]
+        t.add_words(Path(path).stem, [(w, a, spk) for w, (a, _), spk in al])
+    return t.result(_version("sphn"))
+
+
+def check_lhotse(out: Path, meta: dict) -> dict:
+    from lhotse import CutSet
+
+    t = Tally()
+    if meta.get("layout") == "shar":
+        cuts = CutSet.from_shar(in_dir=out / "shar")
+    else:
+        # the manifest's paths are relative to its folder, as lhotse recipes write them
+        cuts = (c.with_custom("target_audio", c.target_audio.with_path_prefix(out)).with_recording_path_prefix(out)
+                for c in CutSet.from_file(out / "cuts.jsonl.gz"))
+    for cut in cuts:
+        audio, target = cut.load_audio(), cut.load_target_audio()
+        rate = cut.target_audio.sampling_rate
+        if rate != meta["target_sample_rate"] or target.shape[-1] < round(cut.duration * rate) - 1:
+            raise ValueError(f"{cut.id}: target_audio {target.shape[-1]} samples at {rate} Hz for a "
+                             f"{cut.duration:.3f} s cut")
+        if audio.shape[-1] != cut.num_samples:
+            raise ValueError(f"{cut.id}: recording {audio.shape[-1]} samples, cut {cut.num_samples}")
+        t.sessions, t.seconds = t.sessions + 1, t.seconds + cut.duration
+        t.add_words(cut.id, [(a.symbol, a.start, s.speaker) for s in cut.supervisions
+                             for a in (s.alignment or {}).get("word", [])])
+    return t.result(_version("lhotse"))
+
+
+def check_textgrid(out: Path, meta: dict) -> dict:
+    from praatio import textgrid
+
+    t = Tally()
+    for path in sorted(out.glob("*.TextGrid")):
+        tg = textgrid.openTextgrid(str(path), includeEmptyIntervals=False)
+        t.sessions, t.seconds = t.sessions + 1, t.seconds + tg.maxTimestamp
+        words = [(e.label, e.start, name.split(" words")[0]) for name in tg.tierNames
+                 if " words" in name for e in tg.getTier(name).entries]
+        t.add_words(path.stem, words)
+    return t.result(_version("praatio"))
+
+
+def check_rttm(out: Path, meta: dict) -> dict:
+    t = Tally()
+    for line in (out / "manifest.json").read_text(encoding="utf-8").splitlines():
+        m = json.loads(line)
+        t.sessions, t.seconds = t.sessions + 1, t.seconds + m["duration"]
+        words = []
+        for row in Path(m["ctm_filepath"]).read_text(encoding="utf-8").splitlines():
+            f = row.split()
+            if len(f) != 8:
+                raise ValueError(f"{m['ctm_filepath']}: {len(f)} fields in {row!r} (NeMo reads 8)")
+            words.append((f[4], float(f[2]), f[7]))
+        t.add_words(Path(m["ctm_filepath"]).stem, words)
+    return t.result("NeMo CTM rule (8 fields, speaker in field 8)")
+
+
+def check_export(fmt: str, out: Path, meta: dict) -> dict:
+    """Read ``out`` back as its consumer does; raises ``UserError`` if the reader fails."""
+    from ..errors import UserError
+
+    try:
+        read = globals()[f"check_{fmt}"](Path(out), meta)
+    except ImportError as e:
+        raise UserError(f"--check: reading {fmt} back needs the package {e.name}: "
+                        "pip install 'duplexsynth[export]' (or make install)") from None
+    except (ValueError, OSError, KeyError) as e:
+        raise UserError(f"--check: the {fmt} export in {out} does not read back: {e}") from None
+    if read["sessions"] != meta["sessions"]:
+        raise UserError(f"--check: {read['reader']} read {read['sessions']} of the {meta['sessions']} sessions "
+                        f"exported to {out}")
+    return read

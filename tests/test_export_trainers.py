@@ -1,0 +1,163 @@
+"""Exports for trainers, loaded back by the trainers' own readers: lhotse (NeMo duplex S2S) incl.
+Shar, moshi-finetune's sphn loader; each moved to another folder first, as a user copying an
+export to a training machine would."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from inspect_helpers import small_run, synth
+from synth.export import export_run
+from synth.export.common import is_sound_tag, resample
+from synth.inspection.runfolder import RunFolder
+from synth.schema.timeline import Timeline
+from synth.stages.label import turns_of
+
+lhotse = pytest.importorskip("lhotse")
+sphn = pytest.importorskip("sphn")
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    return small_run(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def sessions(run_dir):
+    return {s.record.session_id: s for s in RunFolder(run_dir).sessions()}
+
+
+def moved(run_dir, tmp_path_factory, fmt, **options):
+    """Export, then move the whole export folder elsewhere (the original is gone)."""
+    first = tmp_path_factory.mktemp(f"{fmt}-here") / "x"
+    export_run(run_dir, fmt, first, **options)
+    there = tmp_path_factory.mktemp(f"{fmt}-there") / "y"
+    shutil.move(first, there)
+    assert not first.exists()
+    return there
+
+
+def _kept(e):
+    return [w for w in e.words if w.off_sample > w.on_sample and not is_sound_tag(w.word)]
+
+
+def _check_cut(cut, s, rate):
+    rec = s.record
+    sr = rec.sample_rate
+    # the recording is the user side (ch0), 16-bit PCM of the run's channel
+    audio = cut.load_audio()[0]
+    user, _ = s.decode("user")
+    assert cut.sampling_rate == sr and len(audio) == rec.num_samples
+    assert np.max(np.abs(audio - user)) < 2 / 32768
+    # target_audio: the system channel at the target rate, as long as the cut
+    target = cut.load_target_audio()[0]
+    assert cut.target_audio.sampling_rate == rate
+    assert abs(len(target) - cut.duration * rate) <= 1
+    want = resample(s.decode("system")[0], sr, rate)[:len(target)]
+    assert np.max(np.abs(target - want)) < 2 / 32768
+    # one supervision per user / system turn, plus each non-floor event on its own
+    timeline = Timeline(sample_rate=sr, num_samples=rec.num_samples, events=rec.events)
+    for spk, role in (("user", "User"), ("system", "Assistant")):
+        turns = [t for t in turns_of(timeline, spk) if any(_kept(e) for e in t.events)]
+        alone = [e for e in rec.events if e.speaker == spk and e.floor_intent == "none" and _kept(e)]
+        sups = sorted((s_ for s_ in cut.supervisions if s_.speaker == role), key=lambda x: x.start)
+        assert len(sups) == len(turns) + len(alone)
+        spans = {(round(x.start * sr), round(x.end * sr)) for x in sups}
+        for t in turns:
+            evs = [e for e in t.events if _kept(e)]
+            assert (evs[0].on_sample, evs[-1].off_sample) in spans
+    words = {s_.id: [a.symbol for a in s_.alignment["word"]] for s_ in cut.supervisions}
+    for e in rec.events:
+        if e.speaker == "system" and e.completion == "interrupted" and _kept(e):
+            sup = next(x for x in cut.supervisions if x.speaker == "Assistant"
+                       and abs(x.end * sr - e.off_sample) < 2 and [w.word for w in _kept(e)][-1] in words[x.id])
+            assert words[sup.id][-len(_kept(e)):] == [w.word for w in _kept(e)]  # only the words spoken
+    assert not any(is_sound_tag(a) for ws in words.values() for a in ws)
+    assert cut.custom["language"] == rec.language and cut.custom["sys_action"] == list(rec.sys_action)
+
+
+def test_lhotse_manifest_moved_loads_with_relative_paths(run_dir, tmp_path_factory, sessions):
+    out = moved(run_dir, tmp_path_factory, "lhotse")
+    meta = json.loads((out / "export.json").read_text())
+    assert meta["sessions"] == len(sessions) and meta["target_sample_rate"] == 22050
+    cuts = lhotse.CutSet.from_file(out / "cuts.jsonl.gz")
+    assert all(not c.recording.sources[0].source.startswith("/") for c in cuts)
+    cuts = [c.with_custom("target_audio", c.target_audio.with_path_prefix(out)).with_recording_path_prefix(out)
+            for c in cuts]
+    assert sorted(c.id for c in cuts) == sorted(sessions)
+    for cut in cuts:
+        _check_cut(cut, sessions[cut.id], 22050)
+    assert any(e.completion == "interrupted" for s in sessions.values() for e in s.record.events
+               if e.speaker == "system")
+
+
+def test_lhotse_shar_moved_loads_and_collates_as_nemo_does(run_dir, tmp_path_factory, sessions):
+    from lhotse.dataset.collation import collate_audio
+
+    out = moved(run_dir, tmp_path_factory, "lhotse", shar=True, target_sample_rate=24000)
+    cuts = lhotse.CutSet.from_shar(in_dir=out / "shar")
+    got = list(cuts)
+    assert sorted(c.id for c in got) == sorted(sessions)
+    for cut in got:
+        _check_cut(cut, sessions[cut.id], 24000)
+    # NeMo's DuplexS2SDataset: source audio resampled, target audio collated from the custom field
+    batch = lhotse.CutSet(got[:2])
+    source, source_lens = collate_audio(batch.resample(16000))
+    target, target_lens = collate_audio(batch, recording_field="target_audio")
+    assert [int(x) for x in source_lens] == [c.num_samples for c in got[:2]]
+    assert [abs(int(n) - c.duration * 24000) <= 1 for n, c in zip(target_lens, got[:2])] == [True, True]
+    assert target.shape == (2, int(max(target_lens)))
+
+
+def test_moshi_export_moved_loads_with_sphn(run_dir, tmp_path_factory, sessions):
+    out = moved(run_dir, tmp_path_factory, "moshi")
+    ds = sphn.dataset_jsonl(str(out / "data.jsonl"), duration_sec=10.0, num_threads=1, sample_rate=24000,
+                            pad_last_segment=True)
+    seen = {}
+    for sample in ds.seq(skip=0, step_by=1):
+        assert sample["data"].shape[0] == 2
+        seen[sample["path"]] = seen.get(sample["path"], 0) + sample["unpadded_len"]
+    assert sorted(p.rsplit("/", 1)[1][:-4] for p in seen) == sorted(sessions)
+    for path, n in seen.items():
+        assert path.startswith(str(out))
+        sid = path.rsplit("/", 1)[1][:-4]
+        assert abs(n / 24000 - sessions[sid].record.duration_s) < 0.01
+        with open(path[:-4] + ".json", encoding="utf-8") as f:  # as moshi-finetune's interleaver opens it
+            assert json.load(f)["alignments"]
+
+
+def test_check_reads_every_format_back(run_dir, tmp_path):
+    r = synth("export", run_dir, "--format", "lhotse", "--shar", "-o", tmp_path / "l", "--check")
+    n = len(list(RunFolder(run_dir).sessions(with_audio=False)))
+    assert f"read back with lhotse {lhotse.__version__}: {n} sessions" in " ".join(r.stderr.split())
+    for fmt in ("moshi", "textgrid", "rttm"):
+        meta = export_run(run_dir, fmt, tmp_path / fmt, check=True)
+        c = meta["check"]
+        assert c["sessions"] == n and c["words"] > 100 and c["seconds"] > 60
+        assert 0 <= c["colliding_words"] < c["words"] / 10
+
+
+@pytest.mark.parametrize("args, field", [
+    (["--format", "lhotse", "--target-sample-rate", "12345"], "--target-sample-rate"),
+    (["--format", "moshi", "--sound-tags", "sometimes"], "--sound-tags"),
+    (["--format", "minicpm", "--check"], "--check"),
+    (["--format", "nemo"], "--format"),
+])
+def test_bad_export_options_are_one_line_exit_2(run_dir, tmp_path, args, field):
+    r = synth("export", run_dir, *args, "-o", tmp_path / "o", check=False)
+    assert r.returncode == 2 and field in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_export_refuses_a_foreign_non_empty_folder(run_dir, tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    r = synth("export", run_dir, "--format", "lhotse", "-o", tmp_path, check=False)
+    assert r.returncode == 2 and "not empty" in r.stderr and "Traceback" not in r.stderr
+    assert (tmp_path / "notes.txt").read_text() == "mine" and not (tmp_path / "cuts.jsonl.gz").exists()
+    moshi = tmp_path / "m"
+    export_run(run_dir, "moshi", moshi)
+    r = synth("export", run_dir, "--format", "lhotse", "-o", moshi, check=False)
+    assert r.returncode == 2 and "moshi export" in r.stderr
+    export_run(run_dir, "moshi", moshi)  # over an earlier export of the same format: allowed
