@@ -3,7 +3,8 @@
 The folder is exactly what is uploaded::
 
     README.md                      dataset card: YAML metadata + label table, settings, statistics, licences
-    data/part-RRRRR.parquet        the run's Parquet shards (the ``default`` config)
+    data/part-RRRRR.parquet        the run's Parquet shards (the ``default`` config) plus an ``alignments``
+                                   column: every spoken word in seconds
     webdataset/part-RRRRR.tar      the same sessions as WebDataset shards
     meta/run.json  meta/stats.json  meta/rejects.jsonl  meta/report.json
 
@@ -76,13 +77,14 @@ def _size_category(n: int) -> str:
     return "n>1M"
 
 
-def card_data(run: RunFolder, rep: dict, licence: str):
-    """The card's YAML metadata: licence, languages, task categories, ``configs``, features."""
+def card_data(run: RunFolder, rep: dict, licence: str, parquet: Path | None = None):
+    """The card's YAML metadata: licence, languages, task categories, ``configs``, features (of
+    ``parquet``, the published shard, by default the run's first)."""
     import pyarrow.parquet as pq
     from datasets import DatasetInfo, Features
     from huggingface_hub import DatasetCardData
 
-    features = Features.from_arrow_schema(pq.read_schema(run.parquet_files[0]))  # Audio from the schema metadata
+    features = Features.from_arrow_schema(pq.read_schema(parquet or run.parquet_files[0]))  # Audio from the metadata
     langs = sorted({p for lang in rep["hours_by_language"] for p in lang.split("-")})
     return DatasetCardData(
         license=licence, language=langs, task_categories=TASK_CATEGORIES,
@@ -116,7 +118,7 @@ def _licences_md(run: RunFolder) -> str:
         f"| {e['source']} | {e['licence']} | {e['origin']} | {e['files']} | {e['sessions']} |\n" for e in lics)
 
 
-def card_text(run: RunFolder, rep: dict, repo_id: str, licence: str) -> str:
+def card_text(run: RunFolder, rep: dict, repo_id: str, licence: str, parquet: Path | None = None) -> str:
     """The dataset card (README.md) as text, YAML metadata first."""
     import yaml
     from huggingface_hub import DatasetCard
@@ -138,6 +140,14 @@ from datasets import load_dataset, Audio
 ds = load_dataset("{repo_id}", split="train")
 ds = ds.cast_column("user_audio", Audio(decode=False)).cast_column("system_audio", Audio(decode=False))
 ```
+
+Decoding the `Audio` columns with current `datasets` (4 and later) needs `torchcodec` and FFmpeg
+(`pip install torchcodec`, FFmpeg from your system's packages); with `decode=False` as above you get
+the FLAC bytes and can read them with `soundfile`. The two channels are two mono columns on purpose: a
+stereo `Audio` column is down-mixed to mono by `datasets` when it decodes.
+
+`alignments` lists every spoken word in seconds (`word`, `start_s`, `end_s`, `speaker`, `lang`),
+sorted by start; `events` holds the same words in samples with the event they belong to.
 
 The same sessions are in `webdataset/*.tar` (`<key>.user.flac`, `<key>.system.flac`, `<key>.json`).
 
@@ -161,7 +171,35 @@ Fingerprint `{run.info.get('fingerprint', '')}`, versions {json.dumps(run.info.g
 {yaml.safe_dump(cfg, sort_keys=True, allow_unicode=True).strip()}
 ```
 """
-    return str(DatasetCard("---\n" + card_data(run, rep, licence).to_yaml() + "\n---\n" + body))
+    return str(DatasetCard("---\n" + card_data(run, rep, licence, parquet).to_yaml() + "\n---\n" + body))
+
+
+def alignments_of(events: list[dict], sample_rate: int) -> list[dict]:
+    """Every audible spoken word of a Parquet row's ``events`` in seconds, sorted by start: the
+    column a Hub user reads without converting samples (``speaker`` as in the events)."""
+    words = [{"word": w["word"], "start_s": w["on_sample"] / sample_rate, "end_s": w["off_sample"] / sample_rate,
+              "speaker": e["speaker"], "lang": w["lang"]}
+             for e in events if e["speaker"] != "backend" for w in e["words"] or []
+             if w["off_sample"] > w["on_sample"]]
+    return sorted(words, key=lambda w: (w["start_s"], w["end_s"]))
+
+
+def with_alignments(src: Path, dst: Path) -> None:
+    """Copy a Parquet shard adding the ``alignments`` column; the schema's metadata (the Audio
+    features ``datasets`` reads) is kept."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from .io.files import write_atomic_with
+
+    word = pa.struct([("word", pa.string()), ("start_s", pa.float64()), ("end_s", pa.float64()),
+                      ("speaker", pa.string()), ("lang", pa.string())])
+    table = pq.read_table(src)
+    col = pa.array([alignments_of(ev, sr) for ev, sr in zip(table.column("events").to_pylist(),
+                                                             table.column("sample_rate").to_pylist())],
+                   type=pa.list_(word))
+    table = table.append_column(pa.field("alignments", col.type), col).replace_schema_metadata(table.schema.metadata)
+    write_atomic_with(dst, lambda p: pq.write_table(table, p, compression="zstd"))
 
 
 def build_folder(run_dir: str | Path, out: str | Path, repo_id: str, licence: str = DEFAULT_LICENSE) -> Path:
@@ -189,7 +227,7 @@ def build_folder(run_dir: str | Path, out: str | Path, repo_id: str, licence: st
             shutil.rmtree(out / sub)  # only the sub-folders this command itself writes
     (out / "data").mkdir(parents=True, exist_ok=True)
     for p in run.parquet_files:
-        shutil.copy2(p, out / "data" / p.name)
+        with_alignments(p, out / "data" / p.name)
     for p in run.webdataset_files:
         (out / "webdataset").mkdir(exist_ok=True)
         shutil.copy2(p, out / "webdataset" / p.name)
@@ -199,7 +237,8 @@ def build_folder(run_dir: str | Path, out: str | Path, repo_id: str, licence: st
             shutil.copy2(run.path / name, out / "meta" / name)
     rep = build_report(run)
     write_text_atomic(out / "meta" / "report.json", json.dumps(rep, indent=1, ensure_ascii=False))
-    write_text_atomic(out / "README.md", card_text(run, rep, repo_id, licence))
+    parquet = out / "data" / run.parquet_files[0].name
+    write_text_atomic(out / "README.md", card_text(run, rep, repo_id, licence, parquet))
     return out
 
 

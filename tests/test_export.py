@@ -8,7 +8,7 @@ import pytest
 import soundfile as sf
 
 from inspect_helpers import small_run, synth
-from synth.export.minicpm import CHUNK_EOS, LISTEN, SPEAK, TURN_EOS
+from synth.export.minicpm import CHUNK_EOS, LISTEN, MAX_SPEAK_TOKENS, SPEAK, TURN_EOS, speak_tokens
 from synth.inspection.runfolder import RunFolder
 from synth.stages.label import turns_of
 
@@ -99,6 +99,34 @@ def test_minicpm_decision_lag_moves_text_earlier(run_dir, tmp_path_factory, mini
     assert r.returncode == 2 and "--decision-lag" in r.stderr
 
 
+def test_speak_tokens_estimate():
+    assert speak_tokens("have") == 1 and speak_tokens("account，") == 3 and speak_tokens("一百一十") == 4
+    assert speak_tokens("joint account") == speak_tokens("jointaccount") == 3
+
+
+def test_minicpm_caps_speak_tokens_per_unit_and_loses_no_word(run_dir, tmp_path_factory, sessions):
+    out = export(run_dir, tmp_path_factory, "minicpm", "--decision-lag", "5")
+    meta = json.loads((out / "export.json").read_text())
+    assert meta["experimental"] and meta["max_speak_tokens"] == MAX_SPEAK_TOKENS
+    carried = 0
+    for r in _lines(out / "data.jsonl"):
+        rec = sessions[r["session_id"]].record
+        spoken = ""
+        for u in r["units"]:
+            text = u["output"].removeprefix(SPEAK).split("<|")[0].split("<delegate>")[0]
+            assert speak_tokens(text) <= MAX_SPEAK_TOKENS, text
+            spoken += text
+            carried += bool(u["carried_words"])
+        pos = 0
+        for e in sorted((e for e in rec.events if e.speaker == "system"), key=lambda e: e.on_sample):
+            for w in e.words:
+                i = spoken.find(w.word, pos)
+                assert i >= 0, (w.word, r["session_id"])
+                pos = i + len(w.word)
+        assert r["units"][-1]["carried_words"] == 0
+    assert carried == meta["units_with_carried_words"]
+
+
 def test_moshi_puts_the_assistant_first_with_sorted_alignments(run_dir, tmp_path_factory, sessions):
     out = export(run_dir, tmp_path_factory, "moshi")
     meta = json.loads((out / "export.json").read_text())
@@ -135,7 +163,7 @@ def test_moshi_others_dropped_and_tags_kept_by_option(run_dir, tmp_path_factory,
     out = export(run_dir, tmp_path_factory, "moshi", "--others", "drop", "--sound-tags", "keep")
     labels = set()
     tags = 0
-    for sid, s in sessions.items():
+    for sid in sessions:
         al = json.loads((out / "audio" / f"{sid}.json").read_text())["alignments"]
         labels |= {a[2] for a in al}
         tags += sum(a[0].startswith("[") for a in al)

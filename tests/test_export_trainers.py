@@ -7,8 +7,8 @@ import shutil
 
 import numpy as np
 import pytest
-
 from inspect_helpers import small_run, synth
+
 from synth.export import export_run
 from synth.export.common import is_sound_tag, resample
 from synth.inspection.runfolder import RunFolder
@@ -104,7 +104,7 @@ def test_lhotse_shar_moved_loads_and_collates_as_nemo_does(run_dir, tmp_path_fac
         _check_cut(cut, sessions[cut.id], 24000)
     # NeMo's DuplexS2SDataset: source audio resampled, target audio collated from the custom field
     batch = lhotse.CutSet(got[:2])
-    source, source_lens = collate_audio(batch.resample(16000))
+    _, source_lens = collate_audio(batch.resample(16000))
     target, target_lens = collate_audio(batch, recording_field="target_audio")
     assert [int(x) for x in source_lens] == [c.num_samples for c in got[:2]]
     assert [abs(int(n) - c.duration * 24000) <= 1 for n, c in zip(target_lens, got[:2])] == [True, True]

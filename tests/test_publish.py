@@ -49,6 +49,14 @@ def test_load_dataset_reads_audio_features(folder, tmp_path, run_dir):
         x, sr = sf.read(io.BytesIO(row[col]["bytes"]), dtype="int16")
         assert sr == rec.sample_rate and len(x) == rec.num_samples
     assert row["sys_action"] == rec.sys_action
+    # the seconds-based word column beside the sample-based events
+    for row in ds.select_columns(["session_id", "alignments"]):
+        rec = recs[row["session_id"]]
+        sr = rec.sample_rate
+        want = sorted(((w.on_sample / sr, w.off_sample / sr), e.speaker, w.word) for e in rec.events
+                      if e.speaker != "backend" for w in e.words if w.off_sample > w.on_sample)
+        got = [((a["start_s"], a["end_s"]), a["speaker"], a["word"]) for a in row["alignments"]]
+        assert sorted(got) == want and [g[0] for g in got] == sorted(g[0] for g in got) and got
 
 
 def test_webdataset_with_a_torch_dataloader(folder, run_dir):
