@@ -407,11 +407,13 @@ def _run_folder(out_dir: Path):
 @app.command("render")
 def render_cmd(out_dir: Path = typer.Argument(..., help="A run folder."),
                session: str = typer.Option(..., "--session", help="The session id."),
-               dest: Path = typer.Option(..., "-o", "--out", help="Folder for the rebuilt files.")) -> None:
+               dest: Path = typer.Option(..., "-o", "--out", help="Folder for the rebuilt files."),
+               bank: list[Path] = typer.Option([], "--bank", help="Sound-bank folder the session used (repeat for "
+                                               "several; default: those run.json lists).")) -> None:
     """Rebuild one session from its record alone and compare it byte for byte with the run's."""
     from .rerender import rerender_from_run
 
-    same = rerender_from_run(out_dir, session, dest)
+    same = rerender_from_run(out_dir, session, dest, bank)
     for name, ok in same.items():
         console.print(f"  {session}.{name}: {'identical to the run' if ok else '[red]differs from the run[/]'}")
     if not all(same.values()):

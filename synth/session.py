@@ -26,7 +26,7 @@ from .schema.common import CHANNEL_ORDER
 from .schema.config import PipelineConfig
 from .schema.phenomena import code_switch_hits, family_of
 from .schema.plan import Plan
-from .schema.record import EventRender, PhenomenonHit, Reject, RenderSpec, SessionRecord
+from .schema.record import Engines, EventRender, PhenomenonHit, Reject, RenderParams, RenderSpec, SessionRecord
 from .schema.scene import Scene
 from .schema.seed import ScenarioSeed
 from .stages.label import label_session, recorded_work
@@ -118,6 +118,17 @@ def given_plan(text: str, seed: ScenarioSeed, session_id: str) -> Plan:
     return plan
 
 
+def render_params(config: PipelineConfig, bank: Bank | None) -> RenderParams:
+    """The settings rendering reads, from the run's config: copied into every spec."""
+    return RenderParams(
+        sample_rate=config.audio.sample_rate, speaker_rms_dbfs=config.audio.speaker_rms_dbfs,
+        peak_limit=config.audio.peak_limit, levels_db=dict(config.paralinguistics.levels_db),
+        frame_period_ms=config.labels.frame_period_ms, vad_threshold_dbfs=config.labels.vad_threshold_dbfs,
+        vad_window_ms=config.labels.vad_window_ms, timing=config.timing,
+        engines=Engines(tts=config.tts.model_dump(mode="json"), trim_threshold_db=config.audio.trim_threshold_db,
+                        bank_digest=bank.digest if bank is not None else None))
+
+
 def draw_spec(config: PipelineConfig, seed: ScenarioSeed, run_seed: int, plan: Plan,
               bank: Bank | None) -> tuple[RenderSpec, Scene]:
     """Every render-stage choice of a decorated plan: voices, scene, per-event render choices.
@@ -128,7 +139,7 @@ def draw_spec(config: PipelineConfig, seed: ScenarioSeed, run_seed: int, plan: P
     scene = draw_scene(config, seed, plan, bank, lambda name: stream(run_seed, sid, "scene", name))
     events = draw_event_specs(plan, voices, bank, config, lambda eid: stream(run_seed, sid, "render", eid))
     spec = RenderSpec(plan=plan.model_dump(mode="json"), voices={k: v.as_dict() for k, v in voices.items()},
-                      events=events, clock={})
+                      events=events, clock={}, params=render_params(config, bank))
     return spec, scene
 
 
@@ -146,50 +157,61 @@ def make_session(config: PipelineConfig, seed: ScenarioSeed, run_seed: int, sess
             plan = given_plan(plan, seed, session_id)
         spec, scene = draw_spec(config, seed, run_seed, plan, bank)
         timer.add("plan", t0)
-        return render_session(config, spec, scene, run_seed, tts, bank, timer,
-                              lambda name: stream(run_seed, session_id, "place", name))
+        return render_session(spec, scene, run_seed, tts, bank, timer,
+                              lambda name: stream(run_seed, session_id, "place", name), asr_config=config.qa.asr)
     except SessionReject as r:
         return Reject(session_id=session_id, scenario_id=seed.id, stage=r.stage, reason=r.reason, detail=r.detail)
 
 
-def rerender(config: PipelineConfig, record: SessionRecord, tts: TTSEngine, bank: Bank | None) -> SessionOutput:
-    """The session of ``record`` made again from the record alone (no generator is used)."""
-    if record.render_spec is None:
+def rerender(record: SessionRecord, tts: TTSEngine, bank: Bank | None,
+             config: PipelineConfig | None = None) -> SessionOutput:
+    """The session of ``record`` made again from the record alone (no generator is used). A
+    version-1 spec holds no params: those come from ``config``, the run's."""
+    spec = record.render_spec
+    if spec is None:
         raise SessionReject("render", "no_render_spec", record.session_id)
+    if spec.params is None and config is None:
+        raise SessionReject("render", "no_render_params", f"{record.session_id}: a version-1 record renders with "
+                                                          "its run's config (run.json)")
+    params = spec.params or render_params(config, bank)
     scene = Scene.model_validate({k: v for k, v in record.scene.items() if k not in SCENE_EXTRAS})
-    return render_session(config, record.render_spec, scene, record.seed, tts, bank, Timer(), None,
-                          heard=record.scene.get("asr"))
+    return render_session(spec, scene, record.seed, tts, bank, Timer(), None, heard=record.scene.get("asr"),
+                          params=params)
 
 
-def render_session(config: PipelineConfig, spec: RenderSpec, scene: Scene, run_seed: int, tts: TTSEngine,
-                   bank: Bank | None, timer: Timer, place_rng_for, heard: dict | None = None) -> SessionOutput:
-    """Audio, labels and record of a render spec. With ``place_rng_for`` None the clock replays
-    ``spec.clock``; otherwise it draws and the draws are written into the record's spec. The ASR
-    gate (``qa.asr``) runs unless ``heard`` (a record's ``scene.asr``) is given: a re-render from a
-    record renders the voices the gate kept, which the spec holds."""
+def render_session(spec: RenderSpec, scene: Scene, run_seed: int, tts: TTSEngine, bank: Bank | None,
+                   timer: Timer, place_rng_for, heard: dict | None = None, asr_config=None,
+                   params: RenderParams | None = None) -> SessionOutput:
+    """Audio, labels and record of a render spec, reading no config: its settings are
+    ``spec.params`` (or ``params`` for a version-1 spec). With ``place_rng_for`` None the clock
+    replays ``spec.clock``; otherwise it draws and the draws are written into the record's spec.
+    The ASR gate runs when ``asr_config`` (``qa.asr``) enables it and ``heard`` (a record's
+    ``scene.asr``) is not given: a re-render from a record renders the voices the gate kept,
+    which the spec holds."""
     t0 = timer.start()
+    p = params or spec.params
     plan = Plan.model_validate(spec.plan)
-    sr, period, lab = config.audio.sample_rate, config.labels.frame_period_ms, config.labels
-    rendered = render_events(plan, spec.events, tts, bank, config)
+    sr, period = p.sample_rate, p.frame_period_ms
+    rendered = render_events(plan, spec.events, tts, bank, p)
     t0 = timer.add("tts", t0)
     if heard is None:
-        rendered, heard, spec = _asr_gate(config, plan, spec, rendered, tts, bank)
+        rendered, heard, spec = _asr_gate(asr_config, p, plan, spec, rendered, tts, bank)
         t0 = timer.add("asr", t0)
     tape = Tape(spec.clock if place_rng_for is None else None)
-    placed = place(plan, rendered, config.timing, sr, place_rng_for, tape)
+    placed = place(plan, rendered, p.timing, sr, place_rng_for, tape)
     tl = placed.timeline
     t0 = timer.add("clock", t0)
     irs = room_irs(scene.room, sr) if scene.room is not None else {}
     t0 = timer.add("room", t0)
-    m = mix(tl, placed.audio, scene, irs, bank, config.audio.peak_limit)
+    m = mix(tl, placed.audio, scene, irs, bank, p.peak_limit)
     clock, gains_db = placed.tape.values, m.gains_db
     user_pcm, sys_pcm, stem_pcm = quantize(m.user_side), quantize(m.system), quantize(m.user_stem)
     del m, placed, rendered  # the float tracks (several times the int16 channels) end here
     t0 = timer.add("mix", t0)
     sys_x, stem_x = unit(sys_pcm), unit(stem_pcm)
-    labels = label_session(tl, period, sys_x, stem_x, lab.vad_threshold_dbfs, lab.vad_window_ms)
+    labels = label_session(tl, period, sys_x, stem_x, p.vad_threshold_dbfs, p.vad_window_ms)
     t0 = timer.add("labels", t0)
-    _check(config, tl, labels, unit(user_pcm), sys_x, stem_x)
+    _check(p, tl, labels, unit(user_pcm), sys_x, stem_x)
     del sys_x, stem_x
     hits = [PhenomenonHit(id=p, family=family_of(p), event_id=e.id) for e in tl.events for p in e.phenomena]
     hits += [PhenomenonHit(id=p, family=family_of(p), event_id=eid)
@@ -214,11 +236,11 @@ def render_session(config: PipelineConfig, spec: RenderSpec, scene: Scene, run_s
     return out
 
 
-def _asr_gate(config: PipelineConfig, plan: Plan, spec: RenderSpec, rendered: dict, tts: TTSEngine,
+def _asr_gate(asr_config, params: RenderParams, plan: Plan, spec: RenderSpec, rendered: dict, tts: TTSEngine,
               bank: Bank | None) -> tuple[dict, dict, RenderSpec]:
-    """The optional ASR round trip (``stages.asr``); an event it re-rendered keeps its new voice
-    in the spec, so ``synth render`` makes the kept audio."""
-    if config.qa.asr is None or not config.qa.asr.enabled:
+    """The optional ASR round trip (``stages.asr``, ``asr_config`` = ``qa.asr``); an event it
+    re-rendered keeps its new voice in the spec, so ``synth render`` makes the kept audio."""
+    if asr_config is None or not asr_config.enabled:
         return rendered, {}, spec
     voices = {spk: Voice(**v) for spk, v in spec.voices.items()}
     made: dict[int, tuple[str, Voice]] = {}
@@ -226,11 +248,11 @@ def _asr_gate(config: PipelineConfig, plan: Plan, spec: RenderSpec, rendered: di
     def render_one(ev, voice: Voice):
         one = EventRender(voice=voice.as_dict(), prolong_samples=spec.events[ev.id].prolong_samples)
         r = render_events(plan.model_copy(update={"events": [ev]}), {ev.id: one},
-                          tts, bank, config)[ev.id]
+                          tts, bank, params)[ev.id]
         made[id(r)] = (ev.id, voice)
         return r
 
-    out, heard = asr.gate(config.qa.asr, plan, rendered, voices, render_one)
+    out, heard = asr.gate(asr_config, plan, rendered, voices, render_one)
     events = dict(spec.events)
     for r in out.values():
         if id(r) in made:
@@ -239,11 +261,11 @@ def _asr_gate(config: PipelineConfig, plan: Plan, spec: RenderSpec, rendered: di
     return out, heard, spec.model_copy(update={"events": events})
 
 
-def _check(config: PipelineConfig, tl, labels, user_x, sys_x, stem_x) -> None:
+def _check(params: RenderParams, tl, labels, user_x, sys_x, stem_x) -> None:
     """QA: label rules and audio/label agreement (on the written channels, as ``unit`` floats);
     the first problem is the reject reason."""
-    sr, period = config.audio.sample_rate, config.labels.frame_period_ms
-    problems = qa.check_labels(tl, labels, period, config.timing.result_ttl_ms)
+    sr, period = params.sample_rate, params.frame_period_ms
+    problems = qa.check_labels(tl, labels, period, params.timing.result_ttl_ms)
     problems += qa.check_vad(sys_x, labels.sys_vad, sr, period, "sys_vad")
     problems += qa.check_vad(stem_x, labels.usr_vad, sr, period, "usr_vad")
     problems += qa.check_vad_in_events(tl, labels.sys_vad, ("system",), period, "sys_vad")

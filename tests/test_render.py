@@ -3,9 +3,6 @@
 
 import io
 import json
-import os
-import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
@@ -15,16 +12,7 @@ import yaml
 from synth.inspection.runfolder import RunFolder
 from synth.schema.config import PipelineConfig
 
-ROOT = Path(__file__).resolve().parents[1]
-SYNTH = [sys.executable, "-m", "synth.cli"]
-
-
-def synth(*args, check=True):
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
-    r = subprocess.run(SYNTH + [str(a) for a in args], capture_output=True, text=True, env=env, cwd=ROOT)
-    if check and r.returncode != 0:
-        raise AssertionError(r.stderr[-3000:])
-    return r
+from helpers import ROOT, synth
 
 
 def demo_pipeline(tmp: Path, sessions: int, **over) -> Path:
@@ -54,17 +42,84 @@ def espeak_run(tmp_path_factory):
     return tmp, out
 
 
+@pytest.fixture(scope="module")
+def bare_run(espeak_run):
+    """The run's shards alone: no run.json, no config, no bank folders listed anywhere."""
+    import shutil
+
+    tmp, out = espeak_run
+    bare = tmp / "bare"
+    if not bare.exists():
+        shutil.copytree(out / "shards", bare / "shards")
+    return bare
+
+
 @pytest.mark.parametrize("lang", ["en", "zh", "en-zh"])
-def test_rerender_from_the_record_is_byte_identical(espeak_run, lang):
+def test_rerender_from_the_record_alone_is_byte_identical(espeak_run, bare_run, lang):
     tmp, out = espeak_run
     rec = next(r for r in RunFolder(out).records if r.language == lang)
+    assert rec.render_spec.version == 2 and rec.render_spec.params.engines.bank_digest
     dest = tmp / f"again-{lang}"
-    r = synth("render", out, "--session", rec.session_id, "-o", dest)
+    r = synth("render", bare_run, "--session", rec.session_id, "-o", dest, "--bank", ROOT / "noise_banks" / "generated")
     assert "differs" not in r.stderr
     members = wds_members(out)
     for ext in ("user.flac", "system.flac", "json"):
         rebuilt = (dest / f"{rec.session_id}.{ext}").read_bytes()
         assert rebuilt == members[f"{rec.session_id}.{ext}"], ext
+
+
+def test_render_without_run_json_needs_the_bank_folders(espeak_run, bare_run, tmp_path):
+    _, out = espeak_run
+    rec = RunFolder(out).records[0]
+    r = synth("render", bare_run, "--session", rec.session_id, "-o", tmp_path, check=False)
+    assert r.returncode == 2 and "--bank" in r.stderr and "Traceback" not in r.stderr
+    r = synth("render", bare_run, "--session", rec.session_id, "-o", tmp_path, "--bank", tmp_path, check=False)
+    assert r.returncode == 2 and "--bank" in r.stderr and rec.render_spec.params.engines.bank_digest in r.stderr
+
+
+def test_a_version_1_record_still_renders_through_the_run_config():
+    """A record written before render params (stored: tests/data/render_v1, an en-zh eSpeak
+    session with room, noise and bank sounds) renders with its run's config to the same PCM."""
+    import hashlib
+
+    import soundfile as sf
+
+    from synth.banks.bank import resolve_banks
+    from synth.errors import SessionReject
+    from synth.executor.task import build_tts
+    from synth.schema.record import SessionRecord
+    from synth.session import rerender
+
+    data = ROOT / "tests" / "data" / "render_v1"
+    record = SessionRecord.model_validate_json((data / "record.json").read_text())
+    expected = json.loads((data / "expected.json").read_text())
+    assert record.render_spec.version == 1 and record.render_spec.params is None
+    raw = json.loads((data / "config.json").read_text())
+    raw["acoustics"]["banks"] = [{"path": str(ROOT / "noise_banks" / "generated"), "generate": True}]
+    cfg = PipelineConfig.model_validate(raw)
+    bank = resolve_banks(cfg.acoustics.banks, ROOT / "pipelines")
+    assert bank.digest == expected["bank_digest"]
+    with pytest.raises(SessionReject, match="run's config"):
+        rerender(record, build_tts(cfg), bank)
+    again = rerender(record, build_tts(cfg), bank, cfg)
+    for ch, flac in (("user", again.user_flac), ("system", again.system_flac)):
+        pcm, sr = sf.read(io.BytesIO(flac), dtype="int16")
+        assert (sr, len(pcm)) == (expected[ch]["sample_rate"], expected[ch]["num_samples"])
+        assert hashlib.sha256(pcm.astype("<i2").tobytes()).hexdigest() == expected[ch]["pcm16_sha256"], ch
+    assert again.record.render_spec.version == 1  # and the rest of the record as written (scene keys sorted there)
+    assert json.loads(again.record.model_dump_json()) == json.loads(record.model_dump_json())
+
+
+def test_render_spec_versions_are_checked():
+    from pydantic import ValidationError
+
+    from synth.schema.record import RenderSpec
+
+    base = {"plan": {}, "voices": {}, "events": {}, "clock": {}}
+    with pytest.raises(ValidationError, match="version"):
+        RenderSpec.model_validate({**base, "version": 3})
+    with pytest.raises(ValidationError, match="params"):
+        RenderSpec.model_validate({**base, "version": 2})
 
 
 def test_render_spec_holds_every_draw(espeak_run):
@@ -98,7 +153,7 @@ def test_an_edited_draw_is_what_gets_rendered(espeak_run):
     clock = {**spec.clock, "tail": {"tail": [spec.clock["tail"]["tail"][0] + 500.0]}}
     edited = rec.model_copy(update={"render_spec": spec.model_copy(update={"clock": clock})})
     bank = load_bank([Path(f) for f in run.info["bank"]["folders"]])
-    again = rerender(cfg, edited, build_tts(cfg), bank)
+    again = rerender(edited, build_tts(cfg), bank)
     assert again.record.num_samples == rec.num_samples + 500 * rec.sample_rate // 1000
     assert again.record.events == rec.events
 
@@ -138,7 +193,7 @@ def test_kokoro_session_rerenders_byte_identical():
     tts = build_tts(cfg)
     made = make_session(cfg, seed, 5, plan.session_id, None, tts, bank=bank, plan=plan)
     assert isinstance(made, SessionOutput), made
-    again = rerender(cfg, made.record, tts, bank)
+    again = rerender(made.record, tts, bank)
     assert (again.user_flac, again.system_flac) == (made.user_flac, made.system_flac)
     assert again.record.model_dump_json() == made.record.model_dump_json()
     assert {e.lang for e in made.record.events} == {"en", "zh", "en-zh"}

@@ -89,11 +89,15 @@ class RunFolder:
     """A run folder as written by ``synth run``; raises :class:`UserError` if it is not one."""
 
     path: Path
+    require_info: bool = True  # False: a folder of shards whose run.json is gone reads as one with info {}
     info: dict = field(init=False)
 
     def __post_init__(self) -> None:
         self.path = Path(self.path)
         run_json = self.path / "run.json"
+        if not run_json.exists() and not self.require_info and (self.path / "shards").is_dir():
+            self.info = {}
+            return
         if not run_json.exists():
             raise UserError(f"{self.path}: not a run folder (no run.json)")
         try:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from .common import Language, Model, Slug
+from .config import TimingLaws
 from .labels import Marker
 from .timeline import BackendMessage, PlacedEvent, Timeline, WorkItem
 
@@ -40,19 +41,59 @@ class EventRender(Model):
     sound: SoundClip | None = None
 
 
+class Engines(Model):
+    """What builds the engines a session was rendered with: the TTS settings (``tts`` as the
+    config's JSON, with the trim threshold it is built with) and the digest of the sound bank
+    whose files it used (None: no bank). Bank folders are paths of one machine and stay out of
+    the record; ``synth render`` is given them and checks the digest."""
+
+    tts: dict[str, Any]
+    trim_threshold_db: float
+    bank_digest: str | None = None
+
+
+class RenderParams(Model):
+    """Every setting rendering reads, copied from the run's config when the session is sampled
+    (``synth.session.render_params``): rendering reads these and nothing else of the config."""
+
+    sample_rate: int = Field(gt=0)
+    speaker_rms_dbfs: float
+    peak_limit: float = Field(gt=0, le=1)
+    levels_db: dict[str, float] = Field(description="paralinguistic sound levels relative to speech")
+    frame_period_ms: int = Field(gt=0)
+    vad_threshold_dbfs: float
+    vad_window_ms: int = Field(gt=0)
+    timing: TimingLaws
+    engines: Engines
+
+
+RENDER_SPEC_VERSION = 2
+
+
 class RenderSpec(Model):
-    """Everything random about a session after its scene: with the record's ``scene`` and the
-    run's engines, enough to render it again without the run seed (``synth render``).
+    """Everything about a session after its scene: with the record's ``scene``, enough to render
+    it again without the run seed or the run's config (``synth render``).
 
     ``plan`` is the decorated plan (after the paralinguistic pass) as rendered; ``clock`` every
-    value the shared clock drew, by stream and quantity, in draw order (``synth.stages.tape``).
+    value the shared clock drew, by stream and quantity, in draw order (``synth.stages.tape``);
+    ``params`` every setting rendering reads. ``version`` 1 (written before ``params``) renders
+    with the run's config from ``run.json``; 2 from the record alone.
     """
 
-    version: int = 1
+    version: Literal[1, 2] = RENDER_SPEC_VERSION
     plan: dict[str, Any]
     voices: dict[str, dict[str, Any]]
     events: dict[str, EventRender]
     clock: dict[str, dict[str, list[float]]]
+    params: RenderParams | None = None
+
+    @model_validator(mode="after")
+    def _params_with_version(self) -> RenderSpec:
+        if self.version >= 2 and self.params is None:
+            raise ValueError(f"version {self.version} holds params; this one has none")
+        if self.version == 1 and self.params is not None:
+            raise ValueError("version 1 was written before params; this one has them")
+        return self
 
 
 class RecordedMessage(BackendMessage):

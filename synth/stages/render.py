@@ -18,7 +18,7 @@ from ..banks.bank import Bank, BankReadError, read_clip
 from ..errors import SessionReject
 from ..schema.config import PipelineConfig
 from ..schema.plan import Plan, PlannedEvent
-from ..schema.record import EventRender, SoundClip
+from ..schema.record import EventRender, RenderParams, SoundClip
 
 
 def draw_voices(config: PipelineConfig, speakers: list[str], rng: np.random.Generator) -> dict[str, Voice]:
@@ -84,9 +84,9 @@ def _read(bank: Bank | None, bank_name: str, path: str, sr: int) -> np.ndarray:
 
 
 def render_events(plan: Plan, specs: dict[str, EventRender], tts: TTSEngine, bank: Bank | None,
-                  config: PipelineConfig) -> dict[str, Rendered]:
+                  params: RenderParams) -> dict[str, Rendered]:
     """Every event's audio at its speaker's level: TTS for words, the bank for sounds. No draws."""
-    sr = config.audio.sample_rate
+    sr = params.sample_rate
     out = {}
     for ev in plan.events:
         spec = specs.get(ev.id)
@@ -98,7 +98,7 @@ def render_events(plan: Plan, specs: dict[str, EventRender], tts: TTSEngine, ban
             r = tts.synthesize(list(ev.words), Voice(**spec.voice), sr)
             if spec.prolong_samples and r.words:
                 r = _prolonged(r, spec.prolong_samples)
-        level = config.audio.speaker_rms_dbfs + config.paralinguistics.levels_db.get(ev.sound or "", 0.0)
+        level = params.speaker_rms_dbfs + params.levels_db.get(ev.sound or "", 0.0)
         gain = gain_to_level(r.audio, sr, level)
         out[ev.id] = Rendered((r.audio * gain).astype(np.float32), sr, r.words)
     return out
