@@ -12,9 +12,12 @@ import re
 
 from .schema.plan import PlannedWord, join_words, strip_unspeakable
 
-__all__ = ["tokenize", "join_words", "word_count", "CJK"]
+__all__ = ["tokenize", "join_words", "word_count", "CJK", "HAN", "HAN_RANGES", "CJK_RANGES"]
 
-CJK = re.compile(r"([\u3000-\u303f\u3400-\u9fff\uff00-\uffef]+)")
+HAN_RANGES = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # CJK ideographs: extension A, unified, compatibility
+CJK_RANGES = "\u3000-\u303f" + HAN_RANGES + "\uff00-\uffef"  # ... with CJK and full-width punctuation
+HAN = re.compile(f"[{HAN_RANGES}]")
+CJK = re.compile(f"([{CJK_RANGES}]+)")
 _PUNCT = set(",.?!;:，。？！；：、…-'")
 
 

@@ -70,12 +70,14 @@ def validate_record(rec: SessionRecord, user: bytes, system: bytes, ttl_ms: floa
 
 
 def _run_info(out: Path) -> dict:
+    """``run.json`` as the run folder reads it, with the fields validation needs."""
     from .errors import UserError
+    from .inspection.runfolder import RunFolder
 
+    info = RunFolder(out).info
     try:
-        info = json.loads((out / "run.json").read_text(encoding="utf-8"))
         info["config"]["timing"]["result_ttl_ms"], info["config"]["output"]["formats"]  # noqa: B018
-    except (ValueError, UnicodeDecodeError, KeyError, TypeError) as e:
+    except (KeyError, TypeError) as e:
         raise UserError(f"{out / 'run.json'}: damaged run.json ({type(e).__name__}: "
                         f"{str(e).splitlines()[0] if str(e) else ''})") from None
     return info

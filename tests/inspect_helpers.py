@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import ROOT, synth  # noqa: F401  (synth: the tests of inspect commands import it from here)
+
 SESSIONS = 5
-
-
-def synth(*args, check=True, timeout=600):
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
-    r = subprocess.run([sys.executable, "-m", "synth.cli", *map(str, args)], capture_output=True, text=True,
-                       env=env, cwd=ROOT, timeout=timeout)
-    if check and r.returncode != 0:
-        raise AssertionError(r.stderr[-3000:])
-    return r
 
 
 def small_run(tmp_path_factory) -> Path:

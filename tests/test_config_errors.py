@@ -19,7 +19,7 @@ import soundfile as sf
 import yaml
 
 from synth import cli
-from synth.errors import SessionReject, UserError
+from synth.errors import SessionReject
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = ROOT / "scenario_seeds" / "smart-home-en.yaml"

@@ -5,7 +5,6 @@ import hashlib
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -13,12 +12,12 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import ROOT
+from helpers import synth as run_synth
 
 
 def synth(*args):
-    return subprocess.run([sys.executable, "-m", "synth.cli", *map(str, args)], capture_output=True, text=True,
-                          cwd=ROOT, env={**os.environ, "COLUMNS": "300", "PYTHONPATH": str(ROOT)}, timeout=600)
+    return run_synth(*args, check=False)
 
 
 def pipeline(tmp: Path, sessions: int = 3) -> Path:

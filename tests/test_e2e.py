@@ -3,9 +3,6 @@
 import hashlib
 import io
 import json
-import os
-import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
@@ -15,8 +12,7 @@ import pytest
 import soundfile as sf
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-SYNTH = [sys.executable, "-m", "synth.cli"]
+from helpers import ROOT, synth
 
 
 def pipeline(tmp: Path, sessions=4, per_shard=2, **extra) -> Path:
@@ -25,14 +21,6 @@ def pipeline(tmp: Path, sessions=4, per_shard=2, **extra) -> Path:
     p = tmp / "pipe.yaml"
     p.write_text(yaml.safe_dump(cfg))
     return p
-
-
-def synth(*args, check=True):
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
-    r = subprocess.run(SYNTH + [str(a) for a in args], capture_output=True, text=True, env=env, cwd=ROOT)
-    if check and r.returncode != 0:
-        raise AssertionError(r.stderr[-3000:])
-    return r
 
 
 def digest(out: Path) -> dict:

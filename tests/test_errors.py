@@ -1,18 +1,14 @@
 """User errors: one line naming file, field and value; non-zero exit; no traceback."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import ROOT
+from helpers import synth as run_synth
 
 
 def synth(*args):
-    return subprocess.run([sys.executable, "-m", "synth.cli", *map(str, args)], capture_output=True,
-                          text=True, cwd=ROOT, env={**os.environ, "COLUMNS": "300"})
+    return run_synth(*args, check=False)
 
 
 def one_line(r) -> str:

@@ -13,16 +13,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import ROOT
+from helpers import synth as run_synth
 PIPE = ROOT / "pipelines" / "demo-espeak.yaml"
 
 
 def synth(*args, cwd=ROOT, path: str = ""):
-    """``synth ARGS`` in a subprocess; ``path`` goes after the project on ``PYTHONPATH`` (and so
-    before the venv's site-packages: the lowest typer of the test below)."""
-    pythonpath = os.pathsep.join(p for p in (str(ROOT), path) if p)
-    return subprocess.run([sys.executable, "-m", "synth.cli", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, env={**os.environ, "COLUMNS": "300", "PYTHONPATH": pythonpath}, timeout=120)
+    """``synth ARGS``, not checked; ``path`` goes before the venv's site-packages (the lowest typer
+    of the test below)."""
+    return run_synth(*args, check=False, cwd=cwd, pythonpath=path, timeout=120)
 
 
 def lowest_typer() -> str:

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import ROOT
+from helpers import synth as run_synth
 BIN = Path(sys.executable).parent
 ENV = {**os.environ, "RAY_AUTH_MODE": "disabled", "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}
 
@@ -29,11 +30,7 @@ def pipeline(tmp: Path, name="k", sessions=6, per_shard=2, seeds=None, **extra) 
 
 
 def synth(*args, check=True, **kw):
-    r = subprocess.run([sys.executable, "-m", "synth.cli", *map(str, args)], capture_output=True, text=True,
-                       env=ENV, cwd=ROOT, **kw)
-    if check and r.returncode != 0:
-        raise AssertionError(r.stderr[-3000:])
-    return r
+    return run_synth(*args, check=check, env=ENV, **kw)
 
 
 def listing(out: Path) -> dict:

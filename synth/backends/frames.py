@@ -23,14 +23,14 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from ..errors import UserError
 from ..schema.common import Model
-from ..text import CJK, word_count
+from ..text import CJK, HAN, word_count
 
 LANGS = ("en", "zh", "en-zh")
 _FIELD = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 _MARKUP = re.compile(r"[\[\]<>*#_~`|\\]|[\U0001F300-\U0001FAFF\u2600-\u27BF]|\{(?![a-z_][a-z0-9_]*\})")
 _LATIN = re.compile(r"[A-Za-z]")
 _ALNUM_END, _ALNUM_START = re.compile(r"[A-Za-z0-9]$"), re.compile(r"[A-Za-z0-9]")
-_HAN = re.compile(r"[\u3400-\u9fff]")
+_HAN = HAN
 USER_WORDS, SYSTEM_WORDS = (2, 28), (4, 60)
 RESERVED = {"topic", "task", "old", "new", "user"}
 """Field names the planner fills itself; a slot may not be called that."""
@@ -251,7 +251,6 @@ def _need_known(text: str, known: set[str], where: str) -> None:
 
 
 # -- speech checks (language rule, markup, sizes) -------------------------------------------------
-USER_KEYS = {"user", "completion", "chunks", "split", "readdress"}
 SYSTEM_KEYS = {"system", "short", "repair", "then", "ack", "result", "failure", "openings", "head", "tail"}
 
 

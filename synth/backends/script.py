@@ -118,9 +118,6 @@ class Script:
         """A piece that goes on from an earlier one (a split's tail, a list item): no capital added."""
         return _line(text, self.values, start=False)
 
-    def pickc(self, key: str):
-        return self.choose(self.common[key])
-
     def once(self, key: str):
         """A line of the block's ``key`` list not yet said in this session (all said: any)."""
         items = getattr(self.blk, key)

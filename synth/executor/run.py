@@ -199,10 +199,6 @@ def _covers(store: Store, spec: RunSpec, rank: int) -> bool:
     return s.sessions + s.rejects == len(spec.session_ids(rank))
 
 
-class TaskFailed(Exception):
-    """A task that raised (not a reject): the run goes on, the rank gets no marker."""
-
-
 def execute(spec: RunSpec, kind: str, workers: int, ray_address: str | None = None,
             on_done: Callable[[TaskStats], None] | None = None) -> dict[int, str]:
     """Run the pending ranks; returns ``{rank: error}`` for tasks that failed (after retries)."""

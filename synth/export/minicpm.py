@@ -39,6 +39,7 @@ import json
 from pathlib import Path
 
 from ..stages.label import frame_channels
+from ..text import HAN
 from .common import seconds, words_of, write_json, write_wav
 
 LISTEN, SPEAK, TURN_EOS, CHUNK_EOS = "<|listen|>", "<|speak|>", "<|turn_eos|>", "<|chunk_eos|>"
@@ -56,7 +57,7 @@ def _join(words: list[tuple[str, str]]) -> str:
 def speak_tokens(word: str) -> int:
     """Text tokens a word costs, estimated from above for a Qwen-style BPE: one per Han character
     and per punctuation mark, one per 4 letters or digits of a Latin word (at least one)."""
-    han = sum(1 for c in word if "\u3400" <= c <= "\u9fff")
+    han = len(HAN.findall(word))
     punct = sum(1 for c in word if not c.isalnum() and not c.isspace())
     latin = sum(1 for c in word if c.isalnum()) - han
     return han + punct + -(-latin // 4)

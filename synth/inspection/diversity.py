@@ -18,9 +18,11 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 
+from ..text import HAN_RANGES
+
 TARGETS = {"distinct_system_utterances": 0.6, "distinct_system_bigrams": 0.35, "top_opening_share": 0.01}
 """CONTENT.md: at least, at least, at most."""
-_WORD = re.compile(r"[A-Za-z0-9']+|[\u3400-\u9fff]")
+_WORD = re.compile(f"[A-Za-z0-9']+|[{HAN_RANGES}]")
 
 
 def units(text: str) -> list[str]:

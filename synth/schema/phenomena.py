@@ -128,6 +128,9 @@ _FAMILIES: dict[str, list[tuple[str, str, str, str, str]]] = {
     ],
 }
 
+DELEGATION = frozenset(pid for pid, *_ in _FAMILIES["delegation"])
+"""The delegation phenomena: each needs a tool catalogue and a work item."""
+
 REGISTRY: dict[str, Phenomenon] = {
     pid: Phenomenon(pid, family, definition, relation, law, expected)
     for family, items in _FAMILIES.items()

@@ -28,12 +28,12 @@ from typing import Callable
 
 from ..backends.tts import Rendered, Voice
 from ..errors import SessionReject
+from ..text import HAN_RANGES
 
 METRIC = {"en": "wer", "zh": "cer", "en-zh": "mer"}
 FILLERS = {"um", "uh", "uhm", "umm", "er", "erm", "hmm", "hm", "mm", "mhm", "mm-hm", "uh-huh",
            "嗯", "呃", "额", "唔", "嗯嗯"}
-_CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-_TOKEN = re.compile(rf"[{_CJK}]|[a-z0-9]+(?:['\-][a-z0-9]+)*")
+_TOKEN = re.compile(rf"[{HAN_RANGES}]|[a-z0-9]+(?:['\-][a-z0-9]+)*")
 _DIGITS = re.compile(r"\d+(?:\.\d+)?")
 _DOLLARS = re.compile(r"\$\s*(\d+(?:\.\d+)?)|(\d+(?:\.\d+)?)\s*\$")
 _t2s = None

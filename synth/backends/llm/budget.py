@@ -13,7 +13,9 @@ from __future__ import annotations
 import math
 import re
 
-_CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]")
+from ...text import CJK_RANGES
+
+_CJK = re.compile(f"[{CJK_RANGES}]")
 
 HEADROOM = 1.25
 """Every derived ``max_tokens`` is this much above the estimate of the largest allowed reply."""

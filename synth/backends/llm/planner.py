@@ -30,7 +30,7 @@ from pydantic import ValidationError
 
 from ...errors import SessionReject, UserError
 from ...schema.config import LLMConfig
-from ...schema.phenomena import resolve_rates
+from ...schema.phenomena import DELEGATION, resolve_rates
 from ...schema.plan import Plan
 from ...schema.seed import ScenarioSeed
 from . import budget
@@ -40,8 +40,6 @@ from .prompt import (Brief, draw_brief, outline_system_prompt, outline_user_prom
 from .schema import (LLMOutlines, check_plan, fmt_errors, outline_schema, parse_plan,
                      plan_schema, to_plan)
 
-_DELEGATION = {"delegate_with_ack", "continue_while_working", "result_at_silence_gap", "result_deferred",
-               "stale_result_dropped", "progress_question"}
 _THIRD_PARTY = {"user_to_third_party", "third_party_to_user", "readdress_after_side_talk"}
 
 
@@ -59,8 +57,8 @@ class LLMPlanner:
 
             ScriptedPlanner().check_seed(seed, source)  # it builds the structure
         asked = {k for k, v in resolve_rates(seed.phenomena).items() if v > 0}
-        if asked & _DELEGATION and not seed.tools:
-            raise UserError(f"{where}tools: delegation phenomena {sorted(asked & _DELEGATION)} need a tool catalogue")
+        if asked & DELEGATION and not seed.tools:
+            raise UserError(f"{where}tools: delegation phenomena {sorted(asked & DELEGATION)} need a tool catalogue")
         if asked & _THIRD_PARTY and seed.personas.third_party is None:
             raise UserError(f"{where}personas.third_party: needed by {sorted(asked & _THIRD_PARTY)}")
 

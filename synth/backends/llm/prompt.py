@@ -25,13 +25,11 @@ import numpy as np
 import yaml
 
 from ...schema.config import LLMConfig
-from ...schema.phenomena import REGISTRY, SETTLED_BY_PIPELINE, resolve_rates
+from ...schema.phenomena import DELEGATION, REGISTRY, SETTLED_BY_PIPELINE, resolve_rates
 from ...schema.seed import ScenarioSeed
 from . import budget
 from .schema import rule_lines
 
-_DELEGATION = {"delegate_with_ack", "continue_while_working", "result_at_silence_gap", "stale_result_dropped",
-               "progress_question"}
 MAX_EVENTS = 40
 MAX_OPTIONAL = 6
 
@@ -119,7 +117,7 @@ def draw_brief(seed: ScenarioSeed, cfg: LLMConfig, rng: np.random.Generator) -> 
         lang = "zh" if seed.language == "zh" else "en"
     max_work = 0
     if seed.tools:
-        max_work = min(3, 1 + sum(p in _DELEGATION - {"delegate_with_ack", "result_at_silence_gap"}
+        max_work = min(3, 1 + sum(p in DELEGATION - {"delegate_with_ack", "result_at_silence_gap"}
                                   for p in required))
     brief = Brief(exchanges=n, required=required, optional=optional, example_ids=tuple(picked),
                   request_seed=int(rng.integers(0, 2**31 - 1)), prompt_language=lang, max_work=max_work,
