@@ -59,3 +59,26 @@ def test_signal_stops_workers_and_resume_gives_the_same_bytes(sig, executor, tmp
                         "--workers", "1"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert digest(out) == digest(ref)
+
+
+def test_a_stopped_ray_run_removes_the_temporaries_of_its_dead_workers(tmp_path):
+    """Ray kills workers mid-write when the cluster goes down with a stopped driver: the driver
+    removes their shard temporaries once their processes are gone, and leaves a live writer's."""
+    from types import SimpleNamespace
+
+    from synth.executor.ray_executor import _remove_temporaries_of_dead_workers
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    shards = tmp_path / "shards"
+    for sub in ("parquet", "webdataset"):
+        (shards / sub).mkdir(parents=True)
+    gone = [shards / "parquet" / f".part-00001.parquet.tmp-{dead.pid}",
+            shards / "webdataset" / f".part-00001.tar.tmp-{dead.pid}"]
+    alive = shards / "parquet" / f".part-00002.parquet.tmp-{os.getpid()}"
+    other_rank = shards / "parquet" / f".part-00007.parquet.tmp-{dead.pid}"
+    for p in (*gone, alive, other_rank):
+        p.write_bytes(b"partial")
+    _remove_temporaries_of_dead_workers(SimpleNamespace(out_dir=str(tmp_path)), [1, 2], wait_s=0.3)
+    assert not any(p.exists() for p in gone)
+    assert alive.exists() and other_rank.exists()

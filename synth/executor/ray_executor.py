@@ -45,9 +45,42 @@ def run_ray(spec, ranks, workers, address, resources, on_done) -> dict[int, str]
 
                     failed[refs[ref]] = _one_line(getattr(e, "cause", None) or e)
         return failed
+    except BaseException:
+        # a stop (Ctrl-C, SIGTERM): the cluster goes down with the driver, killing workers that
+        # may be mid-write; their temporaries are removed once their processes are gone
+        if started:
+            ray.shutdown()
+            started = False
+        _remove_temporaries_of_dead_workers(spec, ranks)
+        raise
     finally:
         if started:
             ray.shutdown()
+
+
+def _remove_temporaries_of_dead_workers(spec, ranks, wait_s: float = 15.0) -> None:
+    """Delete the shard temporaries (``.part-RRRRR.<ext>.tmp-PID``) of ``ranks`` on a local output
+    folder, each once its writer process has exited (up to ``wait_s``; a live one keeps its file)."""
+    import re
+    import time
+    from pathlib import Path
+
+    from ..io.store import Store
+
+    store = Store(spec.out_dir)
+    if not store.local:
+        return
+    names = {f"part-{r:05d}" for r in ranks}
+    temps = [p for sub in ("parquet", "webdataset") for p in (Path(store.local_path()) / "shards" / sub).glob(".*.tmp-*")
+             if p.name[1:].split(".", 1)[0] in names]
+    deadline = time.monotonic() + wait_s
+    for p in temps:
+        m = re.search(r"\.tmp-(\d+)$", p.name)
+        pid = int(m.group(1)) if m else None
+        while pid is not None and Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if pid is None or not Path(f"/proc/{pid}").exists():
+            p.unlink(missing_ok=True)
 
 
 def _stop_handlers() -> dict:
