@@ -21,6 +21,7 @@ from .backends.room import room_irs
 from .backends.tts import TTSEngine, Voice
 from .banks.bank import Bank
 from .errors import SessionReject
+from .persona import system_prompt
 from .rng import stream
 from .schema.common import CHANNEL_ORDER
 from .schema.config import PipelineConfig
@@ -139,7 +140,7 @@ def draw_spec(config: PipelineConfig, seed: ScenarioSeed, run_seed: int, plan: P
     scene = draw_scene(config, seed, plan, bank, lambda name: stream(run_seed, sid, "scene", name))
     events = draw_event_specs(plan, voices, bank, config, lambda eid: stream(run_seed, sid, "render", eid))
     spec = RenderSpec(plan=plan.model_dump(mode="json"), voices={k: v.as_dict() for k, v in voices.items()},
-                      events=events, clock={}, params=render_params(config, bank))
+                      events=events, clock={}, params=render_params(config, bank), system_prompt=system_prompt(seed))
     return spec, scene
 
 
@@ -229,7 +230,7 @@ def render_session(spec: RenderSpec, scene: Scene, run_seed: int, tts: TTSEngine
                "voices": spec.voices, "sounds": sounds, "gains_db": gains_db,
                "channel_order": list(CHANNEL_ORDER), **({"asr": heard} if heard else {})},
         seed=run_seed, planner=plan.planner, planner_meta=plan.planner_meta,
-        render_spec=spec.model_copy(update={"clock": clock}),
+        render_spec=spec.model_copy(update={"clock": clock}), system_prompt=spec.system_prompt,
     )
     out = SessionOutput(record, flac_bytes(user_pcm, sr), flac_bytes(sys_pcm, sr))
     timer.add("encode", t0)

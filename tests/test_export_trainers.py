@@ -76,6 +76,7 @@ def _check_cut(cut, s, rate):
             assert words[sup.id][-len(_kept(e)):] == [w.word for w in _kept(e)]  # only the words spoken
     assert not any(is_sound_tag(a) for ws in words.values() for a in ws)
     assert cut.custom["language"] == rec.language and cut.custom["sys_action"] == list(rec.sys_action)
+    assert rec.system_prompt and cut.custom["system_prompt"] == rec.system_prompt
 
 
 def test_lhotse_manifest_moved_loads_with_relative_paths(run_dir, tmp_path_factory, sessions):

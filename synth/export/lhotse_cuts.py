@@ -22,7 +22,8 @@ Per session:
   and background speech are supervisions with speakers ``third_party`` / ``background``.
   Sound tags (``[laughter]``) are dropped from the text unless ``sound_tags="keep"``;
 - ``supervision.alignment["word"]``: per-word timing (seconds from the session start);
-- ``custom``: ``language``, ``scenario_id``, ``phenomena``, and the frame labels at the run's
+- ``custom``: ``system_prompt`` (the assistant's, ``synth.persona``; NeMo's duplex models read
+  it as the text prompt), ``language``, ``scenario_id``, ``phenomena``, and the frame labels at the run's
   80 ms period (``frame_period_s``, ``sys_action``, ``sys_floor``, ``usr_floor``: value indices,
   their names in ``export.json``).
 
@@ -141,6 +142,8 @@ def session_cut(session, target_sample_rate: int, sound_tags: str, word_alignmen
               "phenomena": sorted({p.id for p in rec.phenomena}),
               "frame_period_s": rec.frame_period_s, "sys_action": list(rec.sys_action),
               "sys_floor": list(rec.sys_floor), "usr_floor": list(rec.usr_floor)}
+    if rec.system_prompt:
+        custom["system_prompt"] = rec.system_prompt
     recording = _recording(sid, user, sr, paths[0])
     sups = [_supervision(s, rec, word_alignments) for s in segments(rec, sound_tags)]
     return MonoCut(id=sid, start=0.0, duration=recording.duration, channel=0, recording=recording,

@@ -43,7 +43,7 @@ SCHEMA = pa.schema([
     ("events", pa.list_(_EVENT)), ("delegations", pa.list_(_WORK)),
     ("phenomena", pa.list_(pa.struct([("id", pa.string()), ("family", pa.string()), ("event_id", pa.string())]))),
     ("scene", pa.string()), ("seed", pa.int64()), ("planner", pa.string()),
-    ("planner_meta", pa.string()), ("render_spec", pa.string()),
+    ("planner_meta", pa.string()), ("render_spec", pa.string()), ("system_prompt", pa.string()),
 ], metadata={
     "channels": json.dumps(list(CHANNEL_ORDER)),
     "huggingface": json.dumps({"info": {"features": {

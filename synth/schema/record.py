@@ -86,6 +86,8 @@ class RenderSpec(Model):
     events: dict[str, EventRender]
     clock: dict[str, dict[str, list[float]]]
     params: RenderParams | None = None
+    system_prompt: str = Field(default="", description="the assistant's system prompt (synth.persona), "
+                                                        "made from the seed when the session is sampled")
 
     @model_validator(mode="after")
     def _params_with_version(self) -> RenderSpec:
@@ -142,6 +144,8 @@ class SessionRecord(Model):
     planner: str
     planner_meta: dict[str, Any] = Field(default_factory=dict)
     render_spec: RenderSpec | None = None
+    system_prompt: str = Field(default="", description="the assistant's system prompt in the session's language, "
+                                                        "from the seed's persona and scenario (empty: written before)")
 
     def timeline(self) -> Timeline:
         """The session's timeline, rebuilt from the record (samples only, no frames)."""
