@@ -59,6 +59,20 @@ def _mandarin(seed: ScenarioSeed) -> str:
     return "".join(parts)
 
 
+def voice_prompt_text(seed: ScenarioSeed) -> str:
+    """What the assistant says in its voice prompt: a greeting of a few seconds in the session's
+    language, naming itself where the persona has a name."""
+    me = seed.personas.system
+    named = me.name.lower() not in ("assistant", "")
+    topic = seed.domain.replace("_", " ").replace("-", " ")
+    if seed.language == "zh":
+        return f"你好，我是{me.name if named else '你的语音助手'}。今天有什么可以帮你的？直接告诉我就好。"
+    if seed.language == "en-zh":
+        return f"Hello, 我是你的 {topic} assistant。今天有什么可以帮你？Just tell me what you need."
+    who = me.name if named else f"your {topic} assistant"
+    return f"Hello, this is {who}. What can I do for you today? Just tell me what you need."
+
+
 def system_prompt(seed: ScenarioSeed) -> str:
     """The assistant's system prompt for a session of ``seed`` (in the seed's language)."""
     return _mandarin(seed) if seed.language == "zh" else _english(seed)

@@ -146,10 +146,14 @@ Decoding the `Audio` columns with current `datasets` (4 and later) needs `torchc
 the FLAC bytes and can read them with `soundfile`. The two channels are two mono columns on purpose: a
 stereo `Audio` column is down-mixed to mono by `datasets` when it decodes.
 
+`system_prompt` is the assistant's system prompt and `voice_prompt_audio` a few seconds of its
+voice rendered apart from the session (for persona and speaker conditioning).
+
 `alignments` lists every spoken word in seconds (`word`, `start_s`, `end_s`, `speaker`, `lang`),
 sorted by start; `events` holds the same words in samples with the event they belong to.
 
-The same sessions are in `webdataset/*.tar` (`<key>.user.flac`, `<key>.system.flac`, `<key>.json`).
+The same sessions are in `webdataset/*.tar` (`<key>.user.flac`, `<key>.system.flac`, `<key>.json`,
+`<key>.voice.flac`).
 
 **Channel order:** `user_audio` is ch0, the user side (what the system's microphone hears);
 `system_audio` is ch1, the system's own clean speech. Moshi-style trainers put the assistant first.

@@ -55,7 +55,8 @@ def _engine(params):
 
 
 def rerender_from_run(run_dir: Path, session_id: str, out_dir: Path, banks: list[Path] | None = None) -> dict[str, bool]:
-    """Write ``<id>.user.flac``, ``<id>.system.flac`` and ``<id>.json`` into ``out_dir``;
+    """Write ``<id>.user.flac``, ``<id>.system.flac``, ``<id>.json`` (and ``<id>.voice.flac``, the
+    voice prompt, when the record has one) into ``out_dir``;
     returns, per file, whether it is identical to the run's."""
     from .executor.task import build_tts
     from .inspection.runfolder import RunFolder
@@ -85,7 +86,8 @@ def rerender_from_run(run_dir: Path, session_id: str, out_dir: Path, banks: list
     except SessionReject as r:
         raise UserError(f"session {session_id}: cannot be rendered from its record ({r.stage}:{r.reason} {r.detail})") from None
     mine = _files(out, metadata_dict)
-    theirs = _files(SessionOutput(written.record, written.user_flac, written.system_flac), metadata_dict)
+    theirs = _files(SessionOutput(written.record, written.user_flac, written.system_flac, written.voice_flac),
+                    metadata_dict)
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, data in mine.items():
         (out_dir / f"{session_id}.{name}").write_bytes(data)
@@ -94,4 +96,5 @@ def rerender_from_run(run_dir: Path, session_id: str, out_dir: Path, banks: list
 
 def _files(out, metadata_dict) -> dict[str, bytes]:
     meta = json.dumps(metadata_dict(out), sort_keys=True, ensure_ascii=False).encode()
-    return {"user.flac": out.user_flac, "system.flac": out.system_flac, "json": meta}
+    files = {"user.flac": out.user_flac, "system.flac": out.system_flac, "json": meta}
+    return files | ({"voice.flac": out.voice_flac} if out.voice_flac else {})

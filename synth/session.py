@@ -21,13 +21,14 @@ from .backends.room import room_irs
 from .backends.tts import TTSEngine, Voice
 from .banks.bank import Bank
 from .errors import SessionReject
-from .persona import system_prompt
+from .persona import system_prompt, voice_prompt_text
 from .rng import stream
 from .schema.common import CHANNEL_ORDER
 from .schema.config import PipelineConfig
 from .schema.phenomena import code_switch_hits, family_of
 from .schema.plan import Plan
-from .schema.record import Engines, EventRender, PhenomenonHit, Reject, RenderParams, RenderSpec, SessionRecord
+from .schema.record import (Engines, EventRender, PhenomenonHit, Reject, RenderParams, RenderSpec, SessionRecord,
+                            VoicePrompt)
 from .schema.scene import Scene
 from .schema.seed import ScenarioSeed
 from .stages.label import label_session, recorded_work
@@ -48,6 +49,7 @@ class SessionOutput:
     record: SessionRecord
     user_flac: bytes
     system_flac: bytes
+    voice_flac: bytes = b""  # the assistant's voice prompt (render_spec.voice_prompt), b"" if none
 
 
 @dataclass
@@ -140,7 +142,9 @@ def draw_spec(config: PipelineConfig, seed: ScenarioSeed, run_seed: int, plan: P
     scene = draw_scene(config, seed, plan, bank, lambda name: stream(run_seed, sid, "scene", name))
     events = draw_event_specs(plan, voices, bank, config, lambda eid: stream(run_seed, sid, "render", eid))
     spec = RenderSpec(plan=plan.model_dump(mode="json"), voices={k: v.as_dict() for k, v in voices.items()},
-                      events=events, clock={}, params=render_params(config, bank), system_prompt=system_prompt(seed))
+                      events=events, clock={}, params=render_params(config, bank), system_prompt=system_prompt(seed),
+                      voice_prompt=VoicePrompt(text=voice_prompt_text(seed), voice=voices["system"].as_dict())
+                      if "system" in voices else None)
     return spec, scene
 
 
@@ -232,9 +236,25 @@ def render_session(spec: RenderSpec, scene: Scene, run_seed: int, tts: TTSEngine
         seed=run_seed, planner=plan.planner, planner_meta=plan.planner_meta,
         render_spec=spec.model_copy(update={"clock": clock}), system_prompt=spec.system_prompt,
     )
-    out = SessionOutput(record, flac_bytes(user_pcm, sr), flac_bytes(sys_pcm, sr))
+    out = SessionOutput(record, flac_bytes(user_pcm, sr), flac_bytes(sys_pcm, sr),
+                        _voice_prompt(spec, tts, p))
     timer.add("encode", t0)
     return out
+
+
+def _voice_prompt(spec: RenderSpec, tts: TTSEngine, params: RenderParams) -> bytes:
+    """The voice prompt's FLAC: its text in the system voice at the speaker level, apart from the
+    session's clock and channels (no draws)."""
+    from .audio import gain_to_level
+    from .text import tokenize
+
+    vp = spec.voice_prompt
+    if vp is None:
+        return b""
+    sr = params.sample_rate
+    r = tts.synthesize(tokenize(vp.text), Voice(**vp.voice), sr)
+    gain = gain_to_level(r.audio, sr, params.speaker_rms_dbfs)
+    return flac_bytes(quantize((r.audio * gain).astype(np.float32)), sr)
 
 
 def _asr_gate(asr_config, params: RenderParams, plan: Plan, spec: RenderSpec, rendered: dict, tts: TTSEngine,

@@ -140,6 +140,7 @@ def _check_row(row: dict, seen: dict, ttl: float) -> list[str]:
     sid = row["session_id"]
     problems = [f"{sid}: duplicate session"] if sid in seen else []
     user, system = row.pop("user_audio")["bytes"], row.pop("system_audio")["bytes"]
+    voice = (row.pop("voice_prompt_audio", None) or {}).get("bytes") or b""
     try:
         row["scene"] = json.loads(row["scene"])
         row["planner_meta"] = json.loads(row.get("planner_meta") or "{}")
@@ -147,7 +148,11 @@ def _check_row(row: dict, seen: dict, ttl: float) -> list[str]:
         rec = SessionRecord.model_validate(row)
     except Exception as e:  # a schema failure is a finding, not a crash
         return problems + [f"{sid}: schema: {str(e).splitlines()[0]}"]
-    seen[sid] = {"json": rec.model_dump(mode="json"), "user": user, "system": system}
+    seen[sid] = {"json": rec.model_dump(mode="json"), "user": user, "system": system, "voice": voice}
+    wants_voice = rec.render_spec is not None and rec.render_spec.voice_prompt is not None
+    if wants_voice != bool(voice):
+        problems.append(f"{sid}: voice_prompt_audio: {'missing' if wants_voice else 'present'} but the render "
+                        f"spec {'has' if wants_voice else 'has no'} voice_prompt")
     try:
         return problems + [f"{sid}: {p}" for p in validate_record(rec, user, system, ttl)]
     except sf.LibsndfileError as e:
@@ -167,7 +172,7 @@ def _check_tar(tf: Path, seen: dict, found: set) -> list[str]:
                         problems.append(f"{key}: in WebDataset but not in Parquet")
                 elif ext == "json" and json.loads(data) != ref["json"]:
                     problems.append(f"{key}: WebDataset json differs from Parquet row")
-                elif ext in ("user.flac", "system.flac") and data != ref[ext.split(".")[0]]:
+                elif ext in ("user.flac", "system.flac", "voice.flac") and data != ref[ext.split(".")[0]]:
                     problems.append(f"{key}: WebDataset {ext} differs from Parquet")
                 found.add(key)
     except (tarfile.TarError, OSError, ValueError) as e:  # truncated or damaged tar

@@ -2,14 +2,17 @@
 Shar, moshi-finetune's sphn loader; each moved to another folder first, as a user copying an
 export to a training machine would."""
 
+import io
 import json
 import shutil
 
 import numpy as np
 import pytest
+import soundfile as sf
 from inspect_helpers import small_run, synth
 
 from synth.export import export_run
+from synth.export.check import _prefixed
 from synth.export.common import is_sound_tag, resample
 from synth.inspection.runfolder import RunFolder
 from synth.schema.timeline import Timeline
@@ -85,11 +88,15 @@ def test_lhotse_manifest_moved_loads_with_relative_paths(run_dir, tmp_path_facto
     assert meta["sessions"] == len(sessions) and meta["target_sample_rate"] == 22050
     cuts = lhotse.CutSet.from_file(out / "cuts.jsonl.gz")
     assert all(not c.recording.sources[0].source.startswith("/") for c in cuts)
-    cuts = [c.with_custom("target_audio", c.target_audio.with_path_prefix(out)).with_recording_path_prefix(out)
-            for c in cuts]
+    cuts = [_prefixed(c, out) for c in cuts]
     assert sorted(c.id for c in cuts) == sorted(sessions)
     for cut in cuts:
         _check_cut(cut, sessions[cut.id], 22050)
+        # the voice prompt: the record's clip, whole (not cut to the session's span), a few seconds
+        voice = cut.load_context_audio()[0]
+        want = sf.read(io.BytesIO(sessions[cut.id].voice_flac), dtype="float32")[0]
+        assert cut.context_audio.sampling_rate == cut.sampling_rate and 2 < len(voice) / cut.sampling_rate < 12
+        assert np.max(np.abs(voice - want)) < 2 / 32768
     assert any(e.completion == "interrupted" for s in sessions.values() for e in s.record.events
                if e.speaker == "system")
 

@@ -63,7 +63,8 @@ def test_rerender_from_the_record_alone_is_byte_identical(espeak_run, bare_run, 
     r = synth("render", bare_run, "--session", rec.session_id, "-o", dest, "--bank", ROOT / "noise_banks" / "generated")
     assert "differs" not in r.stderr
     members = wds_members(out)
-    for ext in ("user.flac", "system.flac", "json"):
+    assert f"{rec.session_id}.voice.flac" in members  # the voice prompt is rebuilt too
+    for ext in ("user.flac", "system.flac", "json", "voice.flac"):
         rebuilt = (dest / f"{rec.session_id}.{ext}").read_bytes()
         assert rebuilt == members[f"{rec.session_id}.{ext}"], ext
 

@@ -75,8 +75,7 @@ def check_lhotse(out: Path, meta: dict) -> dict:
         cuts = CutSet.from_shar(in_dir=out / "shar")
     else:
         # the manifest's paths are relative to its folder, as lhotse recipes write them
-        cuts = (c.with_custom("target_audio", c.target_audio.with_path_prefix(out)).with_recording_path_prefix(out)
-                for c in CutSet.from_file(out / "cuts.jsonl.gz"))
+        cuts = (_prefixed(c, out) for c in CutSet.from_file(out / "cuts.jsonl.gz"))
     for cut in cuts:
         audio, target = cut.load_audio(), cut.load_target_audio()
         rate = cut.target_audio.sampling_rate
@@ -85,10 +84,20 @@ def check_lhotse(out: Path, meta: dict) -> dict:
                              f"{cut.duration:.3f} s cut")
         if audio.shape[-1] != cut.num_samples:
             raise ValueError(f"{cut.id}: recording {audio.shape[-1]} samples, cut {cut.num_samples}")
+        if cut.has_custom("context_audio") and cut.load_context_audio().shape[-1] == 0:
+            raise ValueError(f"{cut.id}: context_audio is empty")
         t.sessions, t.seconds = t.sessions + 1, t.seconds + cut.duration
         t.add_words(cut.id, [(a.symbol, a.start, s.speaker) for s in cut.supervisions
                              for a in (s.alignment or {}).get("word", [])])
     return t.result(_version("lhotse"))
+
+
+def _prefixed(cut, out: Path):
+    """A manifest cut with its paths (recording, target and context audio) resolved against ``out``."""
+    for name in ("target_audio", "context_audio"):
+        if cut.has_custom(name):
+            cut = cut.with_custom(name, cut.custom[name].with_path_prefix(out))
+    return cut.with_recording_path_prefix(out)
 
 
 def check_textgrid(out: Path, meta: dict) -> dict:

@@ -23,7 +23,10 @@ Per session:
   Sound tags (``[laughter]``) are dropped from the text unless ``sound_tags="keep"``;
 - ``supervision.alignment["word"]``: per-word timing (seconds from the session start);
 - ``custom``: ``system_prompt`` (the assistant's, ``synth.persona``; NeMo's duplex models read
-  it as the text prompt), ``language``, ``scenario_id``, ``phenomena``, and the frame labels at the run's
+  it as the text prompt), ``context_audio`` (the assistant's voice prompt, a few seconds of its
+  voice rendered apart from the session, at the run's rate: NeMo resamples it to its target rate
+  and conditions the speaker on it; manifest form only, because lhotse 1.33's Shar writer stores a
+  custom recording with its cut's duration, so a shorter, unaligned clip does not read back), ``language``, ``scenario_id``, ``phenomena``, and the frame labels at the run's
   80 ms period (``frame_period_s``, ``sys_action``, ``sys_floor``, ``usr_floor``: value indices,
   their names in ``export.json``).
 
@@ -124,6 +127,12 @@ def _recording(rid: str, audio: np.ndarray, sr: int, path: str | None):
                      num_samples=len(audio), duration=len(audio) / sr)
 
 
+def _decoded(flac: bytes) -> np.ndarray:
+    import soundfile as sf
+
+    return sf.read(io.BytesIO(flac), dtype="float32")[0]
+
+
 def session_cut(session, target_sample_rate: int, sound_tags: str, word_alignments: bool, out: Path | None):
     """The cut of one session; its audio written under ``out/audio`` (or kept in memory when None)."""
     from lhotse import MonoCut
@@ -132,11 +141,14 @@ def session_cut(session, target_sample_rate: int, sound_tags: str, word_alignmen
     sid = rec.session_id
     user, sr = session.decode("user")
     target = resample(session.decode("system")[0], sr, target_sample_rate)
-    paths = (None, None)
+    voice = _decoded(session.voice_flac) if session.voice_flac else None
+    paths = (None, None, None)
     if out is not None:
-        paths = (f"audio/{sid}.user.wav", f"audio/{sid}.assistant.wav")
+        paths = (f"audio/{sid}.user.wav", f"audio/{sid}.assistant.wav", f"audio/{sid}.voice.wav")
         write_wav(out / paths[0], user, sr)
         write_wav(out / paths[1], target, target_sample_rate)
+        if voice is not None:
+            write_wav(out / paths[2], voice, sr)
     custom = {"target_audio": _recording(f"{sid}-assistant", target, target_sample_rate, paths[1]),
               "language": rec.language, "scenario_id": rec.scenario_id,
               "phenomena": sorted({p.id for p in rec.phenomena}),
@@ -144,10 +156,19 @@ def session_cut(session, target_sample_rate: int, sound_tags: str, word_alignmen
               "sys_floor": list(rec.sys_floor), "usr_floor": list(rec.usr_floor)}
     if rec.system_prompt:
         custom["system_prompt"] = rec.system_prompt
+    if voice is not None and out is not None:  # manifest form only: see the module docstring
+        custom["context_audio"] = _recording(f"{sid}-voice", voice, sr, paths[2])
+        custom["context_audio_unaligned"] = True  # lhotse: not cut to the cut's span, loaded whole
     recording = _recording(sid, user, sr, paths[0])
     sups = [_supervision(s, rec, word_alignments) for s in segments(rec, sound_tags)]
     return MonoCut(id=sid, start=0.0, duration=recording.duration, channel=0, recording=recording,
                    supervisions=sups, custom=custom)
+
+
+def _chain(first, rest):
+    if first is not None:
+        yield first
+        yield from rest
 
 
 def export(run, out: Path, target_sample_rate: int = 22050, shar: bool = False, sound_tags: str = "drop",
@@ -164,6 +185,8 @@ def export(run, out: Path, target_sample_rate: int = 22050, shar: bool = False, 
         raise UserError("synth export --format lhotse needs the package lhotse: "
                         "pip install 'duplexsynth[export]' (or make install)") from e
     count = seconds = 0
+    sessions = run.sessions()
+    first = next(sessions, None)
     if shar:
         (out / "shar").mkdir(parents=True, exist_ok=True)
         for old in (out / "shar").glob("*.[0-9][0-9][0-9][0-9][0-9][0-9].*"):
@@ -173,7 +196,7 @@ def export(run, out: Path, target_sample_rate: int = 22050, shar: bool = False, 
     else:
         writer = CutSet.open_writer(out / "cuts.jsonl.gz")
     with writer:
-        for s in run.sessions():
+        for s in _chain(first, sessions):
             cut = session_cut(s, target_sample_rate, sound_tags, word_alignments, None if shar else out)
             writer.write(cut)
             count, seconds = count + 1, seconds + cut.duration

@@ -17,7 +17,7 @@ from ..errors import UserError
 from ..schema.record import SessionRecord
 from ..schema.timeline import Timeline
 
-AUDIO_COLUMNS = ("user_audio", "system_audio")
+AUDIO_COLUMNS = ("user_audio", "system_audio", "voice_prompt_audio")
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,7 @@ class Session:
     user_flac: bytes
     system_flac: bytes
     shard: str
+    voice_flac: bytes = b""  # the assistant's voice prompt, b"" for records without one
 
     @property
     def timeline(self) -> Timeline:
@@ -138,7 +139,8 @@ class RunFolder:
             for row in table.to_pylist():
                 user = (row.pop("user_audio", None) or {}).get("bytes") or b""
                 system = (row.pop("system_audio", None) or {}).get("bytes") or b""
-                yield Session(record_from_row(row, str(pf)), user, system, pf.name)
+                voice = (row.pop("voice_prompt_audio", None) or {}).get("bytes") or b""
+                yield Session(record_from_row(row, str(pf)), user, system, pf.name, voice)
 
     def _webdataset_sessions(self) -> Iterator[Session]:
         import tarfile
@@ -155,7 +157,7 @@ class RunFolder:
                                 "`synth validate` lists every damaged file") from None
             for key, p in parts.items():
                 rec = record_from_row(json.loads(p["json"]), f"{tf}: {key}")
-                yield Session(rec, p.get("user.flac", b""), p.get("system.flac", b""), tf.name)
+                yield Session(rec, p.get("user.flac", b""), p.get("system.flac", b""), tf.name, p.get("voice.flac", b""))
 
     def repeated_ids(self) -> dict[str, int]:
         """Session ids written more than once (two runs merged into one folder), with their counts;
@@ -203,7 +205,8 @@ class RunFolder:
             if hit.num_rows:
                 row = hit.slice(0, 1).to_pylist()[0]
                 user, system = row.pop("user_audio")["bytes"], row.pop("system_audio")["bytes"]
-                return Session(record_from_row(row, str(pf)), user, system, pf.name)
+                voice = (row.pop("voice_prompt_audio", None) or {}).get("bytes") or b""
+                return Session(record_from_row(row, str(pf)), user, system, pf.name, voice)
         known = [r.session_id for r in self.records[:3]]
         raise UserError(f"{self.path}: no session {session_id!r} (e.g. {', '.join(known) or 'none written'})")
 

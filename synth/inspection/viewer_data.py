@@ -121,7 +121,8 @@ class Catalogue:
         row = t.slice(0, 1).to_pylist()[0]
         user = (row.pop("user_audio", None) or {}).get("bytes") or b""
         system = (row.pop("system_audio", None) or {}).get("bytes") or b""
-        return Session(record_from_row(row), user, system, entry.shard.name)
+        voice = (row.pop("voice_prompt_audio", None) or {}).get("bytes") or b""
+        return Session(record_from_row(row), user, system, entry.shard.name, voice)
 
 
 def _entry(rec, shard: Path | None) -> Entry:

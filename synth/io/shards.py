@@ -35,7 +35,7 @@ SCHEMA = pa.schema([
     ("session_id", pa.string()), ("scenario_id", pa.string()), ("language", pa.string()),
     ("sample_rate", pa.int32()), ("num_samples", pa.int64()), ("duration_s", pa.float64()),
     ("channels", pa.list_(pa.string())),
-    ("user_audio", _AUDIO), ("system_audio", _AUDIO),
+    ("user_audio", _AUDIO), ("system_audio", _AUDIO), ("voice_prompt_audio", _AUDIO),
     ("frame_rate_hz", pa.float64()), ("frame_period_s", pa.float64()),
     ("sys_action", pa.list_(pa.int8())), ("sys_floor", pa.list_(pa.int8())), ("usr_floor", pa.list_(pa.int8())),
     ("sys_vad", pa.list_(pa.int8())), ("usr_vad", pa.list_(pa.int8())),
@@ -47,7 +47,8 @@ SCHEMA = pa.schema([
 ], metadata={
     "channels": json.dumps(list(CHANNEL_ORDER)),
     "huggingface": json.dumps({"info": {"features": {
-        "user_audio": {"_type": "Audio"}, "system_audio": {"_type": "Audio"}}}}),
+        "user_audio": {"_type": "Audio"}, "system_audio": {"_type": "Audio"},
+        "voice_prompt_audio": {"_type": "Audio"}}}}),
 })
 
 
@@ -64,6 +65,7 @@ def row(out) -> dict:
     sid = out.record.session_id
     d["user_audio"] = {"bytes": out.user_flac, "path": f"{sid}.user.flac"}
     d["system_audio"] = {"bytes": out.system_flac, "path": f"{sid}.system.flac"}
+    d["voice_prompt_audio"] = {"bytes": out.voice_flac, "path": f"{sid}.voice.flac"} if out.voice_flac else None
     return d
 
 
@@ -170,7 +172,8 @@ def _add_sample(tar: tarfile.TarFile, o) -> None:
     """
     key = o.record.session_id
     meta = json.dumps(metadata_dict(o), sort_keys=True, ensure_ascii=False).encode()
-    for ext, data in (("json", meta), ("system.flac", o.system_flac), ("user.flac", o.user_flac)):
+    members = (("json", meta), ("system.flac", o.system_flac), ("user.flac", o.user_flac), ("voice.flac", o.voice_flac))
+    for ext, data in ((e, d) for e, d in members if d):
         info = tarfile.TarInfo(f"{key}.{ext}")
         info.size, info.mtime, info.mode = len(data), 0, 0o444
         info.uname = info.gname = "duplexsynth"

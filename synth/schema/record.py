@@ -67,6 +67,15 @@ class RenderParams(Model):
     engines: Engines
 
 
+class VoicePrompt(Model):
+    """A few seconds of the assistant's voice rendered apart from the session (a voice-cloning or
+    speaker-conditioning prompt): ``text`` (``synth.persona.voice_prompt_text``) spoken with
+    ``voice``, the session's system voice, at the speaker level."""
+
+    text: str = Field(min_length=1)
+    voice: dict[str, Any]
+
+
 RENDER_SPEC_VERSION = 2
 
 
@@ -88,6 +97,7 @@ class RenderSpec(Model):
     params: RenderParams | None = None
     system_prompt: str = Field(default="", description="the assistant's system prompt (synth.persona), "
                                                         "made from the seed when the session is sampled")
+    voice_prompt: VoicePrompt | None = None
 
     @model_validator(mode="after")
     def _params_with_version(self) -> RenderSpec:
