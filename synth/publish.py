@@ -138,7 +138,8 @@ labels. {rep['sessions']} sessions, {hours:.3f} h of audio.
 ```python
 from datasets import load_dataset, Audio
 ds = load_dataset("{repo_id}", split="train")
-ds = ds.cast_column("user_audio", Audio(decode=False)).cast_column("system_audio", Audio(decode=False))
+for column in ("user_audio", "system_audio", "voice_prompt_audio"):  # FLAC bytes, read with soundfile
+    ds = ds.cast_column(column, Audio(decode=False))
 ```
 
 Decoding the `Audio` columns with current `datasets` (4 and later) needs `torchcodec` and FFmpeg

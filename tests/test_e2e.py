@@ -71,7 +71,8 @@ def test_output_contract(local_run):
             names += tar.getnames()
     keys = sorted({n.split(".", 1)[0] for n in names})
     assert keys == sorted(r["session_id"] for r in rows)
-    assert len(names) == 3 * len(keys)
+    assert sorted(n.split(".", 1)[1] for n in names) == sorted(["json", "system.flac", "user.flac", "voice.flac"]
+                                                                * len(keys))
 
 
 def test_validate_passes_and_catches_tampering(local_run, tmp_path):

@@ -39,8 +39,10 @@ def test_load_dataset_reads_audio_features(folder, tmp_path, run_dir):
     from datasets import Audio, load_dataset
 
     ds = load_dataset(str(folder), split="train", cache_dir=str(tmp_path / "cache"))
-    assert isinstance(ds.features["user_audio"], Audio) and isinstance(ds.features["system_audio"], Audio)
-    ds = ds.cast_column("user_audio", Audio(decode=False)).cast_column("system_audio", Audio(decode=False))
+    audio = ("user_audio", "system_audio", "voice_prompt_audio")
+    assert all(isinstance(ds.features[c], Audio) for c in audio)
+    for c in audio:  # as the card says: FLAC bytes, no torchcodec needed
+        ds = ds.cast_column(c, Audio(decode=False))
     recs = {r.session_id: r for r in RunFolder(run_dir).records}
     assert sorted(ds["session_id"]) == sorted(recs)
     row = ds[0]
@@ -48,6 +50,8 @@ def test_load_dataset_reads_audio_features(folder, tmp_path, run_dir):
     for col in ("user_audio", "system_audio"):
         x, sr = sf.read(io.BytesIO(row[col]["bytes"]), dtype="int16")
         assert sr == rec.sample_rate and len(x) == rec.num_samples
+    v, sr = sf.read(io.BytesIO(row["voice_prompt_audio"]["bytes"]), dtype="int16")
+    assert sr == rec.sample_rate and 2 * sr < len(v) < 12 * sr
     assert row["sys_action"] == rec.sys_action
     # the seconds-based word column beside the sample-based events
     for row in ds.select_columns(["session_id", "alignments"]):
