@@ -194,29 +194,29 @@ def render_session(spec: RenderSpec, scene: Scene, run_seed: int, tts: TTSEngine
     ``scene.asr``) is not given: a re-render from a record renders the voices the gate kept,
     which the spec holds."""
     t0 = timer.start()
-    p = params or spec.params
+    rp = params or spec.params
     plan = Plan.model_validate(spec.plan)
-    sr, period = p.sample_rate, p.frame_period_ms
-    rendered = render_events(plan, spec.events, tts, bank, p)
+    sr, period = rp.sample_rate, rp.frame_period_ms
+    rendered = render_events(plan, spec.events, tts, bank, rp)
     t0 = timer.add("tts", t0)
     if heard is None:
-        rendered, heard, spec = _asr_gate(asr_config, p, plan, spec, rendered, tts, bank)
+        rendered, heard, spec = _asr_gate(asr_config, rp, plan, spec, rendered, tts, bank)
         t0 = timer.add("asr", t0)
     tape = Tape(spec.clock if place_rng_for is None else None)
-    placed = place(plan, rendered, p.timing, sr, place_rng_for, tape)
+    placed = place(plan, rendered, rp.timing, sr, place_rng_for, tape)
     tl = placed.timeline
     t0 = timer.add("clock", t0)
     irs = room_irs(scene.room, sr) if scene.room is not None else {}
     t0 = timer.add("room", t0)
-    m = mix(tl, placed.audio, scene, irs, bank, p.peak_limit)
+    m = mix(tl, placed.audio, scene, irs, bank, rp.peak_limit)
     clock, gains_db = placed.tape.values, m.gains_db
     user_pcm, sys_pcm, stem_pcm = quantize(m.user_side), quantize(m.system), quantize(m.user_stem)
     del m, placed, rendered  # the float tracks (several times the int16 channels) end here
     t0 = timer.add("mix", t0)
     sys_x, stem_x = unit(sys_pcm), unit(stem_pcm)
-    labels = label_session(tl, period, sys_x, stem_x, p.vad_threshold_dbfs, p.vad_window_ms)
+    labels = label_session(tl, period, sys_x, stem_x, rp.vad_threshold_dbfs, rp.vad_window_ms)
     t0 = timer.add("labels", t0)
-    _check(p, tl, labels, unit(user_pcm), sys_x, stem_x)
+    _check(rp, tl, labels, unit(user_pcm), sys_x, stem_x)
     del sys_x, stem_x
     hits = [PhenomenonHit(id=p, family=family_of(p), event_id=e.id) for e in tl.events for p in e.phenomena]
     hits += [PhenomenonHit(id=p, family=family_of(p), event_id=eid)
@@ -237,7 +237,7 @@ def render_session(spec: RenderSpec, scene: Scene, run_seed: int, tts: TTSEngine
         render_spec=spec.model_copy(update={"clock": clock}), system_prompt=spec.system_prompt,
     )
     out = SessionOutput(record, flac_bytes(user_pcm, sr), flac_bytes(sys_pcm, sr),
-                        _voice_prompt(spec, tts, p))
+                        _voice_prompt(spec, tts, rp))
     timer.add("encode", t0)
     return out
 
