@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from helpers import ROOT, synth  # noqa: F401  (synth: the tests of inspect commands import it from here)
@@ -24,3 +25,17 @@ def small_run(tmp_path_factory) -> Path:
     pipe.write_text(yaml.safe_dump(cfg))
     synth("run", pipe, "--out", out, "--workers", "1")
     return out
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    """The shared small run (a test module imports this fixture by name)."""
+    return small_run(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def sessions(run_dir):
+    """Its sessions by id."""
+    from synth.inspection.runfolder import RunFolder
+
+    return {s.record.session_id: s for s in RunFolder(run_dir).sessions()}

@@ -7,20 +7,9 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from inspect_helpers import small_run, synth
+from inspect_helpers import run_dir, sessions, small_run, synth  # noqa: F401  (run_dir, sessions: shared fixtures)
 from synth.export.minicpm import CHUNK_EOS, LISTEN, MAX_SPEAK_TOKENS, SPEAK, TURN_EOS, speak_tokens
-from synth.inspection.runfolder import RunFolder
 from synth.stages.label import turns_of
-
-
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
-    return small_run(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def sessions(run_dir):
-    return {s.record.session_id: s for s in RunFolder(run_dir).sessions()}
 
 
 def export(run_dir, tmp_path_factory, fmt, *extra):
@@ -32,6 +21,16 @@ def export(run_dir, tmp_path_factory, fmt, *extra):
 @pytest.fixture(scope="module")
 def minicpm(run_dir, tmp_path_factory):
     return export(run_dir, tmp_path_factory, "minicpm")
+
+
+def assert_system_words_in_order(spoken: str, rec) -> None:
+    """Every spoken system word is in ``spoken`` once, in time order (nothing of text_after_cut)."""
+    pos = 0
+    for e in sorted((e for e in rec.events if e.speaker == "system"), key=lambda e: e.on_sample):
+        for w in e.words:
+            i = spoken.find(w.word, pos)
+            assert i >= 0, (w.word, rec.session_id)
+            pos = i + len(w.word)
 
 
 def _lines(path):
@@ -73,12 +72,7 @@ def test_minicpm_units_follow_the_token_rules(minicpm, sessions):
         # every spoken system word appears once, in time order, nothing of text_after_cut
         spoken = "".join(u["output"] for u in units)
         words = [w.word for e in rec.events if e.speaker == "system" for w in sorted(e.words, key=lambda w: w.on_sample)]
-        pos = 0
-        for e in sorted((e for e in rec.events if e.speaker == "system"), key=lambda e: e.on_sample):
-            for w in e.words:
-                i = spoken.find(w.word, pos)
-                assert i >= 0, (w.word, r["session_id"])
-                pos = i + len(w.word)
+        assert_system_words_in_order(spoken, rec)
         assert words
         x, sr = sf.read(minicpm / r["user_audio"])
         assert sr == rec.sample_rate and len(x) == rec.num_samples
@@ -117,12 +111,7 @@ def test_minicpm_caps_speak_tokens_per_unit_and_loses_no_word(run_dir, tmp_path_
             assert speak_tokens(text) <= MAX_SPEAK_TOKENS, text
             spoken += text
             carried += bool(u["carried_words"])
-        pos = 0
-        for e in sorted((e for e in rec.events if e.speaker == "system"), key=lambda e: e.on_sample):
-            for w in e.words:
-                i = spoken.find(w.word, pos)
-                assert i >= 0, (w.word, r["session_id"])
-                pos = i + len(w.word)
+        assert_system_words_in_order(spoken, rec)
         assert r["units"][-1]["carried_words"] == 0
     assert carried == meta["units_with_carried_words"]
 

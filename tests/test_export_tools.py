@@ -6,20 +6,9 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from inspect_helpers import small_run, synth
+from inspect_helpers import run_dir, sessions, small_run, synth  # noqa: F401  (run_dir, sessions: shared fixtures)
 from synth.export.tools import AUDIBLE, Span, event_label, lanes
-from synth.inspection.runfolder import RunFolder
 from synth.schema.labels import FLOORS, SYS_ACTIONS
-
-
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
-    return small_run(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def sessions(run_dir):
-    return {s.record.session_id: s for s in RunFolder(run_dir).sessions()}
 
 
 def export(run_dir, tmp_path_factory, fmt):

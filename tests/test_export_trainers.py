@@ -9,7 +9,7 @@ import shutil
 import numpy as np
 import pytest
 import soundfile as sf
-from inspect_helpers import small_run, synth
+from inspect_helpers import run_dir, sessions, small_run, synth  # noqa: F401  (run_dir, sessions: shared fixtures)
 
 from synth.export import export_run
 from synth.export.check import _prefixed
@@ -20,16 +20,6 @@ from synth.stages.label import turns_of
 
 lhotse = pytest.importorskip("lhotse")
 sphn = pytest.importorskip("sphn")
-
-
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
-    return small_run(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def sessions(run_dir):
-    return {s.record.session_id: s for s in RunFolder(run_dir).sessions()}
 
 
 def moved(run_dir, tmp_path_factory, fmt, **options):

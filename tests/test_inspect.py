@@ -8,15 +8,10 @@ import struct
 import numpy as np
 import pytest
 
-from inspect_helpers import SESSIONS, small_run, synth
+from inspect_helpers import SESSIONS, run_dir, small_run, synth  # noqa: F401  (run_dir, sessions: shared fixtures)
 from synth.inspection import measures
 from synth.inspection.preview import DPI, HEIGHT_IN, WIDTH_IN
 from synth.inspection.runfolder import RunFolder
-
-
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
-    return small_run(tmp_path_factory)
 
 
 def png_size(data: bytes) -> tuple[int, int]:

@@ -10,13 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 import soundfile as sf
 
-from inspect_helpers import small_run, synth
+from inspect_helpers import run_dir, small_run, synth  # noqa: F401  (run_dir, sessions: shared fixtures)
 from synth.inspection.runfolder import RunFolder
-
-
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
-    return small_run(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -141,7 +141,8 @@ def session_cut(session, target_sample_rate: int, sound_tags: str, word_alignmen
     sid = rec.session_id
     user, sr = session.decode("user")
     target = resample(session.decode("system")[0], sr, target_sample_rate)
-    voice = _decoded(session.voice_flac) if session.voice_flac else None
+    # the voice prompt, manifest form only (see the module docstring)
+    voice = _decoded(session.voice_flac) if session.voice_flac and out is not None else None
     paths = (None, None, None)
     if out is not None:
         paths = (f"audio/{sid}.user.wav", f"audio/{sid}.assistant.wav", f"audio/{sid}.voice.wav")
@@ -156,19 +157,13 @@ def session_cut(session, target_sample_rate: int, sound_tags: str, word_alignmen
               "sys_floor": list(rec.sys_floor), "usr_floor": list(rec.usr_floor)}
     if rec.system_prompt:
         custom["system_prompt"] = rec.system_prompt
-    if voice is not None and out is not None:  # manifest form only: see the module docstring
+    if voice is not None:
         custom["context_audio"] = _recording(f"{sid}-voice", voice, sr, paths[2])
         custom["context_audio_unaligned"] = True  # lhotse: not cut to the cut's span, loaded whole
     recording = _recording(sid, user, sr, paths[0])
     sups = [_supervision(s, rec, word_alignments) for s in segments(rec, sound_tags)]
     return MonoCut(id=sid, start=0.0, duration=recording.duration, channel=0, recording=recording,
                    supervisions=sups, custom=custom)
-
-
-def _chain(first, rest):
-    if first is not None:
-        yield first
-        yield from rest
 
 
 def export(run, out: Path, target_sample_rate: int = 22050, shar: bool = False, sound_tags: str = "drop",
@@ -185,8 +180,6 @@ def export(run, out: Path, target_sample_rate: int = 22050, shar: bool = False, 
         raise UserError("synth export --format lhotse needs the package lhotse: "
                         "pip install 'duplexsynth[export]' (or make install)") from e
     count = seconds = 0
-    sessions = run.sessions()
-    first = next(sessions, None)
     if shar:
         (out / "shar").mkdir(parents=True, exist_ok=True)
         for old in (out / "shar").glob("*.[0-9][0-9][0-9][0-9][0-9][0-9].*"):
@@ -196,7 +189,7 @@ def export(run, out: Path, target_sample_rate: int = 22050, shar: bool = False, 
     else:
         writer = CutSet.open_writer(out / "cuts.jsonl.gz")
     with writer:
-        for s in _chain(first, sessions):
+        for s in run.sessions():
             cut = session_cut(s, target_sample_rate, sound_tags, word_alignments, None if shar else out)
             writer.write(cut)
             count, seconds = count + 1, seconds + cut.duration
