@@ -405,3 +405,29 @@ def test_a_renamed_parquet_column_is_one_line_in_every_reader(tmp_path, tmp_path
                  ["publish", run, "--repo-id", "a/b", "--dry-run", "-o", tmp_path / "hub"]):
         r = synth(*args, check=False, timeout=300)
         _one_line_error(r, "part-0000", "language", "field required")
+
+
+@pytest.mark.parametrize("field, value", [
+    ("timing.user_gap_ms", {"dist": "normal", "mean": 1.0e12, "std": 10}),
+    ("timing.gate_base_ms", 1.0e9),
+    ("timing.zh_gap_offset_ms", -1.0e6),
+    ("audio.speaker_rms_dbfs", -500),
+    ("qa.asr.retry_rate_factors", [0.88, 50.0]),
+    ("planner.llm.timeout_s", 1.0e9),
+])
+def test_every_remaining_number_is_bounded_at_load(tmp_path, field, value):
+    """A number past its bound is one line naming the file and the field, before anything runs."""
+    import yaml
+
+    cfg = {"name": "b", "seeds": [str(ROOT / "scenario_seeds" / "banking-en.yaml")]}
+    node = cfg
+    *parents, leaf = field.split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[leaf] = value
+    pipe = tmp_path / "pipe.yaml"
+    pipe.write_text(yaml.safe_dump(cfg))
+    r = synth("plan", pipe, check=False)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    line = r.stderr.strip()
+    assert len(line.splitlines()) == 1 and str(pipe) in line and field in line, line

@@ -27,18 +27,18 @@ class TimingLaws(Model):
     hesitation_pause_ms: NonNegative = LogNormal(median=700, sigma=0.6, low=300, high=3000)
     long_pause_ms: NonNegative = LogNormal(median=1200, sigma=0.5, low=800, high=4000)
     backchannel_onset_ms: Distribution = Normal(mean=150, std=200, low=-400, high=700)
-    backchannel_min_speech_ms: float = Field(default=700, ge=0)
+    backchannel_min_speech_ms: float = Field(default=700, ge=0, le=60_000)
     interrupt_onset_ms: Distribution = Normal(mean=0, std=60, low=-150, high=150)
     stop_latency_ms: NonNegative = LogNormal(median=350, sigma=0.4, low=120, high=1200)
     cut_fade_ms: NonNegative = Uniform(a=20, b=40)
     ack_delay_ms: NonNegative = Uniform(a=0, b=400)
-    delegate_span_ms: float = Field(default=60, gt=0)
+    delegate_span_ms: float = Field(default=60, gt=0, le=10_000)
     tool_latency_ms: NonNegative = LogNormal(median=3000, sigma=0.8, low=500, high=60000)
-    gate_base_ms: float = Field(default=800, ge=0)
-    gate_min_ms: float = Field(default=250, ge=0)
-    gate_slope: float = Field(default=0.05, ge=0)
-    result_ttl_ms: float = Field(default=60000, gt=0)
-    zh_gap_offset_ms: float = 0
+    gate_base_ms: float = Field(default=800, ge=0, le=60_000)
+    gate_min_ms: float = Field(default=250, ge=0, le=60_000)
+    gate_slope: float = Field(default=0.05, ge=0, le=10)
+    result_ttl_ms: float = Field(default=60000, gt=0, le=3_600_000)
+    zh_gap_offset_ms: float = Field(default=0, ge=-5000, le=5000)
     lead_in_ms: NonNegative = Uniform(a=300, b=900)
     tail_ms: NonNegative = Uniform(a=400, b=1000)
 
@@ -191,9 +191,9 @@ TTSConfig = Annotated[
 
 class AudioConfig(Model):
     sample_rate: Literal[16000, 24000] = 16000
-    speaker_rms_dbfs: float = Field(default=-24.0, le=-6)
+    speaker_rms_dbfs: float = Field(default=-24.0, ge=-60, le=-6)
     peak_limit: float = Field(default=0.95, gt=0, le=1)
-    trim_threshold_db: float = Field(default=-40.0, lt=0, description="relative to the event's peak")
+    trim_threshold_db: float = Field(default=-40.0, ge=-120, lt=0, description="relative to the event's peak")
 
 
 class LabelConfig(Model):
@@ -297,16 +297,16 @@ class LLMConfig(Model):
                                   "(llama.cpp) where long length bounds make sampling very slow")
     temperature: float = Field(default=0.9, ge=0, le=2)
     top_p: float = Field(default=0.95, gt=0, le=1)
-    max_tokens: int = Field(default=4096, ge=256, description="ceiling of any one request's max_tokens")
+    max_tokens: int = Field(default=4096, ge=256, le=1_000_000, description="ceiling of any one request's max_tokens")
     alternatives: int = Field(default=3, ge=1, le=8,
                               description="outlines asked for per session (plan mode); 1 asks for the plan directly")
     required_min: int = Field(default=3, ge=0, le=12, description="fewest phenomena a session must show")
     required_max: int = Field(default=6, ge=0, le=12, description="most phenomena a session must show")
     examples: int = Field(default=2, ge=0, le=6, description="example conversations per prompt")
     max_attempts: int = Field(default=3, ge=1, le=10, description="plan (or fill) requests per session, repairs included")
-    timeout_s: float = Field(default=120.0, gt=0)
-    max_retries: int = Field(default=4, ge=0, description="HTTP retries with backoff (429, 5xx, connection)")
-    max_concurrency: int = Field(default=4, ge=1, description="requests in flight per worker")
+    timeout_s: float = Field(default=120.0, gt=0, le=3600)
+    max_retries: int = Field(default=4, ge=0, le=20, description="HTTP retries with backoff (429, 5xx, connection)")
+    max_concurrency: int = Field(default=4, ge=1, le=256, description="requests in flight per worker")
     cache_dir: str | None = Field(default=None, description="default: $XDG_CACHE_HOME/duplexsynth/llm")
     check_endpoint: bool = True
 
@@ -382,15 +382,16 @@ class AsrGateConfig(Model):
     cache_dir: str | None = Field(default=None, description="where the packaged model is joined (default: $XDG_CACHE_HOME/duplexsynth)")
     device: Literal["cpu", "cuda", "auto"] = "cpu"
     compute_type: str = "int8"
-    threads: int = Field(default=1, ge=1)
+    threads: int = Field(default=1, ge=1, le=256)
     speakers: list[Literal["user", "system", "third_party"]] = ["user", "system"]
     # whisper-base's own noise on clean Kokoro speech sets these (README, "ASR round-trip gate"):
     # lines it mishears at the first render reach 0.4 (en, zh) and 0.7 (en-zh), garbled speech ~1.0;
     # with a stronger model (model_path) lower them
     max_error: dict[Literal["en", "zh", "en-zh"], float] = {"en": 0.5, "zh": 0.5, "en-zh": 0.8}
-    min_tokens: int = Field(default=3, ge=1, description="shorter events (backchannels) are not gated")
-    max_retries: int = Field(default=2, ge=0, description="re-renders of an event over its threshold")
-    retry_rate_factors: list[float] = Field(default=[0.88, 1.12], min_length=1)
+    min_tokens: int = Field(default=3, ge=1, le=1000, description="shorter events (backchannels) are not gated")
+    max_retries: int = Field(default=2, ge=0, le=20, description="re-renders of an event over its threshold")
+    retry_rate_factors: list[Annotated[float, Field(ge=0.5, le=2.0)]] = Field(default=[0.88, 1.12], min_length=1,
+                                                                               max_length=10)
     decode_language: dict[Literal["en", "zh", "en-zh"], str | list[str]] = Field(
         default={}, description="Whisper's decoding language(s) per event language; 'auto' = detected; "
                                 "default en: en, zh: zh, en-zh: [zh, auto] (scored by the better)")

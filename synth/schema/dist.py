@@ -19,12 +19,19 @@ from pydantic import Field, model_validator
 from .common import Model
 
 
+MAX_PARAMETER = 1e7
+"""Every number of a law (parameters and bounds): a millisecond law reaches 2.8 hours at most."""
+
+
 class _Bounded(Model):
     low: float | None = None
     high: float | None = None
 
     @model_validator(mode="after")
     def _check_bounds(self):
+        for name, value in self:
+            if isinstance(value, (int, float)) and not -MAX_PARAMETER <= value <= MAX_PARAMETER:
+                raise ValueError(f"{name}: a law's numbers lie within ±{MAX_PARAMETER:.0e} (got {value})")
         if self.low is not None and self.high is not None and self.low > self.high:
             raise ValueError(f"low ({self.low}) must not exceed high ({self.high})")
         return self

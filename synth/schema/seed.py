@@ -48,7 +48,7 @@ class ScenarioSeed(Model):
     phenomena: dict[str, float] = Field(default_factory=dict, description="rates by phenomenon id or family name")
     tools: list[Tool] = Field(default_factory=list)
     environment: AcousticEnvironment = AcousticEnvironment()
-    weight: float = Field(default=1.0, gt=0)
+    weight: float = Field(default=1.0, gt=0, le=1e6)
 
     @field_validator("phenomena")
     @classmethod
