@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from subprocess_timing import run_timed
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -32,15 +31,9 @@ def one(run_dir: Path, fmt: str, check: bool) -> dict:
     args = ["--format", "lhotse", "--shar"] if fmt == "lhotse-shar" else ["--format", fmt]
     cmd = [sys.executable, "-m", "synth.cli", "export", str(run_dir), *args, "-o", str(out)]
     cmd += ["--check"] if check else []
-    t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    _, status, usage = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t0
-    err = p.stderr.read()
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(err[-2000:])
+    wall, cpu, err = run_timed(cmd, ROOT)
     meta = json.loads((out / "export.json").read_text())
-    return {"format": fmt, "check": check, "wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
+    return {"format": fmt, "check": check, "wall_s": wall, "cpu_s": cpu,
             "mb": size_mb(out), "sessions": meta.get("sessions"), "read_back": " ".join(err.split()[-30:]) if check else ""}
 
 

@@ -16,11 +16,11 @@ import json
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from subprocess_timing import run_timed
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,17 +29,9 @@ def run(pipeline: Path, sessions: int, workers: int, executor: str) -> dict:
     out = Path(tempfile.mkdtemp(prefix="bench-")) / "out"
     cmd = [sys.executable, "-m", "synth.cli", "run", str(pipeline), "--out", str(out), "--sessions", str(sessions),
            "--workers", str(workers), "--executor", executor]
-    t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                         env={**os.environ, "RAY_AUTH_MODE": "disabled"})
-    _, status, usage = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t0
-    err = p.stderr.read()
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(err[-2000:])
+    wall, cpu, _ = run_timed(cmd, ROOT, {**os.environ, "RAY_AUTH_MODE": "disabled"})  # cpu: the run and its workers
     stats = json.loads((out / "stats.json").read_text())
     shutil.rmtree(out.parent, ignore_errors=True)
-    cpu = usage.ru_utime + usage.ru_stime  # the run and every worker it waited for
     return {"wall_s": wall, "cpu_s": cpu, "stats": stats}
 
 

@@ -24,6 +24,12 @@ _MANNER_EN = ("Speak briefly and naturally, as in a phone call: keep listening w
 _MANNER_ZH = "说话要简短自然，像打电话一样：边说边听，被打断就停下来，工具还没有结果时要告诉对方。"
 
 
+def _own_name(seed: ScenarioSeed) -> str | None:
+    """The assistant's name, unless the persona calls it just "assistant"."""
+    name = seed.personas.system.name
+    return None if name.lower() in ("assistant", "") else name
+
+
 def _article(role: str) -> str:
     return "an" if role[:1].lower() in "aeiou" else "a"
 
@@ -31,8 +37,8 @@ def _article(role: str) -> str:
 def _english(seed: ScenarioSeed) -> str:
     me = seed.personas.system
     role = me.role or "voice assistant"
-    who = (f"You are {_article(role)} {role}." if me.name.lower() in ("assistant", "")
-           else f"You are {me.name}, {_article(role)} {role}.")
+    name = _own_name(seed)
+    who = f"You are {name}, {_article(role)} {role}." if name else f"You are {_article(role)} {role}."
     parts = [who]
     if seed.description:
         parts.append(f"Scenario: {seed.description.rstrip('.')}.")
@@ -49,8 +55,7 @@ def _english(seed: ScenarioSeed) -> str:
 def _mandarin(seed: ScenarioSeed) -> str:
     me = seed.personas.system
     role = me.role if me.role and HAN.search(me.role) else f"{ZH_DOMAINS.get(seed.domain.replace('-', '_'), '')}语音助手"
-    name = me.name if me.name.lower() not in ("assistant", "") else "语音助手"
-    parts = [f"你是{name}，{role}。"]
+    parts = [f"你是{_own_name(seed) or '语音助手'}，{role}。"]
     if seed.tools:
         parts.append("你可以使用这些工具：" + "、".join(t.name for t in seed.tools) + "。")
     if me.style and HAN.search(me.style):
@@ -62,14 +67,13 @@ def _mandarin(seed: ScenarioSeed) -> str:
 def voice_prompt_text(seed: ScenarioSeed) -> str:
     """What the assistant says in its voice prompt: a greeting of a few seconds in the session's
     language, naming itself where the persona has a name."""
-    me = seed.personas.system
-    named = me.name.lower() not in ("assistant", "")
+    name = _own_name(seed)
     topic = seed.domain.replace("_", " ").replace("-", " ")
     if seed.language == "zh":
-        return f"你好，我是{me.name if named else '你的语音助手'}。今天有什么可以帮你的？直接告诉我就好。"
+        return f"你好，我是{name or '你的语音助手'}。今天有什么可以帮你的？直接告诉我就好。"
     if seed.language == "en-zh":
         return f"Hello, 我是你的 {topic} assistant。今天有什么可以帮你？Just tell me what you need."
-    who = me.name if named else f"your {topic} assistant"
+    who = name or f"your {topic} assistant"
     return f"Hello, this is {who}. What can I do for you today? Just tell me what you need."
 
 

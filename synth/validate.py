@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import soundfile as sf
 
 from .schema.phenomena import ALL
+from .inspection.runfolder import pop_flac
 from .schema.record import SessionRecord
 from .stages import qa
 from .stages.label import frame_of, vad_frames
@@ -140,7 +141,7 @@ def _check_row(row: dict, seen: dict, ttl: float) -> list[str]:
     sid = row["session_id"]
     problems = [f"{sid}: duplicate session"] if sid in seen else []
     user, system = row.pop("user_audio")["bytes"], row.pop("system_audio")["bytes"]
-    voice = (row.pop("voice_prompt_audio", None) or {}).get("bytes") or b""
+    voice = pop_flac(row, "voice_prompt_audio")
     try:
         row["scene"] = json.loads(row["scene"])
         row["planner_meta"] = json.loads(row.get("planner_meta") or "{}")

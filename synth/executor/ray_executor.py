@@ -65,22 +65,20 @@ def _remove_temporaries_of_dead_workers(spec, ranks, wait_s: float = 15.0) -> No
     import time
     from pathlib import Path
 
+    from ..io.shards import shard_name, shard_temporaries
     from ..io.store import Store
 
     store = Store(spec.out_dir)
     if not store.local:
         return
-    names = {f"part-{r:05d}" for r in ranks}
-    temps = [p for sub in ("parquet", "webdataset") for p in (Path(store.local_path()) / "shards" / sub).glob(".*.tmp-*")
-             if p.name[1:].split(".", 1)[0] in names]
     deadline = time.monotonic() + wait_s
-    for p in temps:
-        m = re.search(r"\.tmp-(\d+)$", p.name)
+    for rel in (rel for r in ranks for rel in shard_temporaries(store, shard_name(r))):
+        m = re.search(r"\.tmp-(\d+)$", rel)
         pid = int(m.group(1)) if m else None
         while pid is not None and Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
             time.sleep(0.1)
         if pid is None or not Path(f"/proc/{pid}").exists():
-            p.unlink(missing_ok=True)
+            store.delete(rel)
 
 
 def _stop_handlers() -> dict:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..io.store import Store
 from .stop import check_stop
-from ..io.shards import ShardWriter, file_proof, proof_problems, remove_stale_temporaries
+from ..io.shards import ShardWriter, file_proof, proof_problems, remove_stale_temporaries, shard_name
 from ..banks.bank import Bank
 from ..schema.config import PipelineConfig
 from ..schema.common import session_id
@@ -68,7 +68,7 @@ def run_task(spec: RunSpec, rank: int) -> TaskStats:
     t_start, cpu_start = time.perf_counter(), time.process_time()
     cfg = spec.config
     out = Store(spec.out_dir)
-    name = f"part-{rank:05d}"
+    name = shard_name(rank)
     remove_stale_temporaries(out, name)
     tts = process_tts(cfg)  # loaded once per worker process, reused by its later tasks
     planner = make_planner(cfg.planner)

@@ -54,6 +54,11 @@ def is_sound_tag(word: str) -> bool:
     return len(word) > 2 and word.startswith("[") and word.endswith("]")
 
 
+def kept_word(w, sound_tags: str = "keep") -> bool:
+    """A placed word an export writes: one with a length, and no sound tag unless ``sound_tags`` is ``keep``."""
+    return w.off_sample > w.on_sample and (sound_tags == "keep" or not is_sound_tag(w.word))
+
+
 def join_spoken(words) -> str:
     """Placed words joined as they are written (spaces around English, none between Chinese)."""
     from ..schema.plan import PlannedWord, join_words

@@ -52,7 +52,7 @@ from pathlib import Path
 import numpy as np
 
 from ..schema.labels import FLOORS, SYS_ACTIONS
-from .common import is_sound_tag, join_spoken, resample, write_json, write_wav
+from .common import join_spoken, kept_word, resample, write_json, write_wav
 
 ROLES = {"user": "User", "system": "Assistant", "third_party": "third_party", "background": "background"}
 TARGET_RATES = (16000, 22050, 24000, 44100, 48000)
@@ -87,8 +87,7 @@ def segments(rec, sound_tags: str = "drop") -> list[Segment]:
     dropped ``[breath]`` before a turn does not move its start); a group with none is left out."""
     out = []
     for events in _groups(rec):
-        kept = [(e, [w for w in e.words if w.off_sample > w.on_sample
-                     and (sound_tags == "keep" or not is_sound_tag(w.word))]) for e in events]
+        kept = [(e, [w for w in e.words if kept_word(w, sound_tags)]) for e in events]
         kept = [(e, ws) for e, ws in kept if ws]
         if not kept:
             continue
@@ -127,12 +126,6 @@ def _recording(rid: str, audio: np.ndarray, sr: int, path: str | None):
                      num_samples=len(audio), duration=len(audio) / sr)
 
 
-def _decoded(flac: bytes) -> np.ndarray:
-    import soundfile as sf
-
-    return sf.read(io.BytesIO(flac), dtype="float32")[0]
-
-
 def session_cut(session, target_sample_rate: int, sound_tags: str, word_alignments: bool, out: Path | None):
     """The cut of one session; its audio written under ``out/audio`` (or kept in memory when None)."""
     from lhotse import MonoCut
@@ -142,7 +135,7 @@ def session_cut(session, target_sample_rate: int, sound_tags: str, word_alignmen
     user, sr = session.decode("user")
     target = resample(session.decode("system")[0], sr, target_sample_rate)
     # the voice prompt, manifest form only (see the module docstring)
-    voice = _decoded(session.voice_flac) if session.voice_flac and out is not None else None
+    voice = session.decode("voice")[0] if session.voice_flac and out is not None else None
     paths = (None, None, None)
     if out is not None:
         paths = (f"audio/{sid}.user.wav", f"audio/{sid}.assistant.wav", f"audio/{sid}.voice.wav")

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .common import is_sound_tag, resample, seconds, write_json, write_wav
+from .common import kept_word, resample, seconds, write_json, write_wav
 
 MAIN, OTHER = "SPEAKER_MAIN", "SPEAKER_OTHER"
 LABELS = {"system": MAIN, "user": OTHER, "third_party": "SPEAKER_THIRD_PARTY", "background": "SPEAKER_BACKGROUND"}
@@ -49,8 +49,7 @@ def alignments(rec, others: str = "label", sound_tags: str = "drop") -> list:
     sr = rec.sample_rate
     speakers = ("system", "user") if others == "drop" else tuple(LABELS)
     words = sorted((w.on_sample, w.off_sample, e.speaker, w.word) for e in rec.events if e.speaker in speakers
-                   for w in e.words if w.off_sample > w.on_sample
-                   and (sound_tags == "keep" or not is_sound_tag(w.word)))
+                   for w in e.words if kept_word(w, sound_tags))
     return [[word, [seconds(on, sr), seconds(off, sr)], LABELS[spk]] for on, off, spk, word in words]
 
 

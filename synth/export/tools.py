@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from ..schema.labels import FLOORS, SYS_ACTIONS
-from .common import is_sound_tag, write_json, write_wav
+from .common import is_sound_tag, kept_word, write_json, write_wav
 
 AUDIBLE = ("user", "system", "third_party", "background")
 
@@ -190,8 +190,7 @@ def ctm(rec, sound_tags: str = "keep") -> str:
     NeMo's CTM reader takes the speaker from the 8th field."""
     sid, sr = rec.session_id, rec.sample_rate
     words = sorted((w.on_sample, w.off_sample, e.speaker, w.word) for e in rec.events if e.speaker in AUDIBLE
-                   for w in e.words if w.off_sample > w.on_sample
-                   and (sound_tags == "keep" or not is_sound_tag(w.word)))
+                   for w in e.words if kept_word(w, sound_tags))
     return "".join(f"{sid} 1 {round(a / sr, 3)} {round((b - a) / sr, 3)} {'_'.join(word.split())} NA "
                    f"{'non-lex' if is_sound_tag(word) else 'lex'} {spk}\n" for a, b, spk, word in words)
 

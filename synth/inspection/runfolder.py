@@ -35,12 +35,12 @@ class Session:
         return self.record.timeline()
 
     def decode(self, channel: str):
-        """``(float32 samples, sample_rate)`` of ``user`` or ``system``."""
+        """``(float32 samples, sample_rate)`` of ``user``, ``system`` or ``voice`` (the voice prompt)."""
         import io
 
         import soundfile as sf
 
-        data = self.user_flac if channel == "user" else self.system_flac
+        data = {"user": self.user_flac, "system": self.system_flac, "voice": self.voice_flac}[channel]
         try:
             x, sr = sf.read(io.BytesIO(data), dtype="float32")
         except sf.LibsndfileError as e:
@@ -48,6 +48,11 @@ class Session:
                             f"decodable FLAC ({e.error_string}); `synth validate` lists every damaged "
                             "session") from None
         return x, sr
+
+
+def pop_flac(row: dict, column: str) -> bytes:
+    """The FLAC bytes of an audio column, removed from a Parquet row (b"" when absent or null)."""
+    return (row.pop(column, None) or {}).get("bytes") or b""
 
 
 def record_from_row(row: dict[str, Any], source: str = "a shard") -> SessionRecord:
@@ -137,9 +142,7 @@ class RunFolder:
             if not with_audio:
                 table = table.drop_columns([c for c in AUDIO_COLUMNS if c in table.column_names])
             for row in table.to_pylist():
-                user = (row.pop("user_audio", None) or {}).get("bytes") or b""
-                system = (row.pop("system_audio", None) or {}).get("bytes") or b""
-                voice = (row.pop("voice_prompt_audio", None) or {}).get("bytes") or b""
+                user, system, voice = (pop_flac(row, c) for c in AUDIO_COLUMNS)
                 yield Session(record_from_row(row, str(pf)), user, system, pf.name, voice)
 
     def _webdataset_sessions(self) -> Iterator[Session]:
@@ -205,7 +208,7 @@ class RunFolder:
             if hit.num_rows:
                 row = hit.slice(0, 1).to_pylist()[0]
                 user, system = row.pop("user_audio")["bytes"], row.pop("system_audio")["bytes"]
-                voice = (row.pop("voice_prompt_audio", None) or {}).get("bytes") or b""
+                voice = pop_flac(row, "voice_prompt_audio")
                 return Session(record_from_row(row, str(pf)), user, system, pf.name, voice)
         known = [r.session_id for r in self.records[:3]]
         raise UserError(f"{self.path}: no session {session_id!r} (e.g. {', '.join(known) or 'none written'})")

@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from .runfolder import AUDIO_COLUMNS, RunFolder, Session, record_from_row
+from .runfolder import AUDIO_COLUMNS, RunFolder, Session, pop_flac, record_from_row
 
 _LIGHT = ("session_id", "scenario_id", "language", "duration_s", "phenomena")
 
@@ -119,9 +119,7 @@ class Catalogue:
         cols = [c for c in schema.names if with_audio or c not in AUDIO_COLUMNS]
         t = pq.read_table(entry.shard, columns=cols, filters=[("session_id", "==", session_id)])
         row = t.slice(0, 1).to_pylist()[0]
-        user = (row.pop("user_audio", None) or {}).get("bytes") or b""
-        system = (row.pop("system_audio", None) or {}).get("bytes") or b""
-        voice = (row.pop("voice_prompt_audio", None) or {}).get("bytes") or b""
+        user, system, voice = (pop_flac(row, c) for c in AUDIO_COLUMNS)
         return Session(record_from_row(row), user, system, entry.shard.name, voice)
 
 

@@ -158,11 +158,21 @@ def proof_problems(store, files: dict[str, dict], deep: bool = True) -> list[str
     return bad
 
 
+def shard_name(rank: int) -> str:
+    """The shard files of task ``rank``: ``part-RRRRR.parquet`` and ``part-RRRRR.tar``."""
+    return f"part-{rank:05d}"
+
+
+def shard_temporaries(store, name: str) -> list[str]:
+    """The temp files of shard ``name`` on ``store`` (``.name.ext.tmp-PID``, any process id)."""
+    return [rel for sub, ext in (("parquet", "parquet"), ("webdataset", "tar"))
+            for rel in store.list(f"shards/{sub}", f".{name}.{ext}.tmp-*", hidden=True)]
+
+
 def remove_stale_temporaries(store, name: str) -> None:
     """Temp files a killed earlier attempt of this task left behind (any process id)."""
-    for sub, ext in (("parquet", "parquet"), ("webdataset", "tar")):
-        for rel in store.list(f"shards/{sub}", f".{name}.{ext}.tmp-*", hidden=True):
-            store.delete(rel)
+    for rel in shard_temporaries(store, name):
+        store.delete(rel)
 
 
 def _add_sample(tar: tarfile.TarFile, o) -> None:
