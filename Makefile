@@ -13,9 +13,24 @@ $(VENV)/.stamp-demo: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[demo]'
 	touch $@
 
+# torch first, pinned: 2.13.0 is the CPU wheel where the machine keeps one on disk (this project's dev and
+# CI machines: 190 MB); left to the resolver, `torch>=2.2` takes the newest CUDA build (~5 GB of downloads)
+TORCH ?= torch==2.13.0
 $(VENV)/.stamp-test: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q '$(TORCH)'
 	$(BIN)/pip install -q -e '.[test]'
 	touch $@
+
+# Coqui in a venv of its own: its torch/torchaudio 2.9 pair is a CUDA build (~9 GB installed)
+COQUI_VENV ?= .venv-coqui
+$(COQUI_VENV)/.stamp: pyproject.toml
+	$(PY) -m venv $(COQUI_VENV)
+	$(COQUI_VENV)/bin/pip install -q --upgrade pip
+	$(COQUI_VENV)/bin/pip install -q -e '.[coqui]' 'pytest>=8'
+	touch $@
+
+test-coqui: $(COQUI_VENV)/.stamp
+	$(COQUI_VENV)/bin/python -m pytest -q tests/test_coqui.py
 
 install-demo: $(VENV)/.stamp-demo
 install: $(VENV)/.stamp-test
@@ -37,4 +52,4 @@ browser-deps:
 test: install browser-deps
 	$(BIN)/python -m pytest -q
 
-.PHONY: install install-demo demo demo-run test browser-deps
+.PHONY: install install-demo demo demo-run test test-coqui browser-deps
