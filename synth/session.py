@@ -141,9 +141,9 @@ def draw_spec(config: PipelineConfig, seed: ScenarioSeed, run_seed: int, plan: P
     voices = draw_voices(config, speakers, stream(run_seed, sid, "voices"))
     scene = draw_scene(config, seed, plan, bank, lambda name: stream(run_seed, sid, "scene", name))
     events = draw_event_specs(plan, voices, bank, config, lambda eid: stream(run_seed, sid, "render", eid))
-    spec = RenderSpec(plan=plan.model_dump(mode="json"), voices={k: v.as_dict() for k, v in voices.items()},
+    spec = RenderSpec(plan=plan, voices=voices,
                       events=events, clock={}, params=render_params(config, bank), system_prompt=system_prompt(seed),
-                      voice_prompt=VoicePrompt(text=voice_prompt_text(seed), voice=voices["system"].as_dict())
+                      voice_prompt=VoicePrompt(text=voice_prompt_text(seed), voice=voices["system"])
                       if "system" in voices else None)
     return spec, scene
 
@@ -195,7 +195,7 @@ def render_session(spec: RenderSpec, scene: Scene, run_seed: int, tts: TTSEngine
     which the spec holds."""
     t0 = timer.start()
     rp = params or spec.params
-    plan = Plan.model_validate(spec.plan)
+    plan = spec.plan
     sr, period = rp.sample_rate, rp.frame_period_ms
     rendered = render_events(plan, spec.events, tts, bank, rp)
     t0 = timer.add("tts", t0)
@@ -231,7 +231,7 @@ def render_session(spec: RenderSpec, scene: Scene, run_seed: int, tts: TTSEngine
         sys_vad=labels.sys_vad, usr_vad=labels.usr_vad, markers=labels.markers,
         events=tl.events, delegations=recorded_work(tl, period), phenomena=hits,
         scene={**scene.model_dump(mode="json"), "tts_engine": tts.name, "word_timing": tts.word_timing,
-               "voices": spec.voices, "sounds": sounds, "gains_db": gains_db,
+               "voices": {k: v.as_dict() for k, v in spec.voices.items()}, "sounds": sounds, "gains_db": gains_db,
                "channel_order": list(CHANNEL_ORDER), **({"asr": heard} if heard else {})},
         seed=run_seed, planner=plan.planner, planner_meta=plan.planner_meta,
         render_spec=spec.model_copy(update={"clock": clock}), system_prompt=spec.system_prompt,
@@ -253,7 +253,7 @@ def _voice_prompt(spec: RenderSpec, tts: TTSEngine, params: RenderParams) -> byt
     if vp is None:
         return b""
     sr = params.sample_rate
-    r = tts.synthesize(tokenize(vp.text), Voice(**vp.voice), sr)
+    r = tts.synthesize(tokenize(vp.text), vp.voice, sr)
     gain = gain_to_level(r.audio, sr, params.speaker_rms_dbfs)
     return flac_bytes(quantize((r.audio * gain).astype(np.float32)), sr)
 
@@ -264,11 +264,11 @@ def _asr_gate(asr_config, params: RenderParams, plan: Plan, spec: RenderSpec, re
     re-rendered keeps its new voice in the spec, so ``synth render`` makes the kept audio."""
     if asr_config is None or not asr_config.enabled:
         return rendered, {}, spec
-    voices = {spk: Voice(**v) for spk, v in spec.voices.items()}
+    voices = spec.voices
     made: dict[int, tuple[str, Voice]] = {}
 
     def render_one(ev, voice: Voice):
-        one = EventRender(voice=voice.as_dict(), prolong_samples=spec.events[ev.id].prolong_samples)
+        one = EventRender(voice=voice, prolong_samples=spec.events[ev.id].prolong_samples)
         r = render_events(plan.model_copy(update={"events": [ev]}), {ev.id: one},
                           tts, bank, params)[ev.id]
         made[id(r)] = (ev.id, voice)
@@ -279,7 +279,7 @@ def _asr_gate(asr_config, params: RenderParams, plan: Plan, spec: RenderSpec, re
     for r in out.values():
         if id(r) in made:
             eid, voice = made[id(r)]
-            events[eid] = events[eid].model_copy(update={"voice": voice.as_dict()})
+            events[eid] = events[eid].model_copy(update={"voice": voice})
     return out, heard, spec.model_copy(update={"events": events})
 
 

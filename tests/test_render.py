@@ -116,20 +116,26 @@ def test_render_spec_versions_are_checked():
 
     from synth.schema.record import RenderSpec
 
-    base = {"plan": {}, "voices": {}, "events": {}, "clock": {}}
+    stored = json.loads((ROOT / "tests" / "data" / "render_v1" / "record.json").read_text())["render_spec"]
+    base = {k: stored[k] for k in ("plan", "voices", "events", "clock")}
+    RenderSpec.model_validate({**base, "version": 1})
     with pytest.raises(ValidationError, match="version"):
         RenderSpec.model_validate({**base, "version": 3})
     with pytest.raises(ValidationError, match="params"):
         RenderSpec.model_validate({**base, "version": 2})
+    with pytest.raises(ValidationError, match="plan.events"):  # the plan is the typed Plan, checked on load
+        RenderSpec.model_validate({**base, "version": 1, "plan": {**base["plan"], "events": "none"}})
+    with pytest.raises(ValidationError, match="rate_wpm"):  # and every voice a Voice
+        RenderSpec.model_validate({**base, "version": 1, "voices": {"user": {"variant": "x"}}})
 
 
 def test_render_spec_holds_every_draw(espeak_run):
     _, out = espeak_run
     for rec in RunFolder(out).records:
         spec = rec.render_spec
-        planned = [e["id"] for e in spec.plan["events"]]
+        planned = [e.id for e in spec.plan.events]
         assert sorted(spec.events) == sorted(planned)
-        assert set(spec.voices) == {e["speaker"] for e in spec.plan["events"]} & {"user", "system", "third_party"}
+        assert set(spec.voices) == {e.speaker for e in spec.plan.events} & {"user", "system", "third_party"}
         for eid, e in spec.events.items():
             assert (e.sound is None) == (e.voice is not None), eid
             if e.sound is not None:
@@ -208,7 +214,7 @@ def test_plans_file_round_trips_to_the_same_shards(espeak_run):
     rows = [json.loads(x) for x in plans.read_text().splitlines()]
     assert [r["session_id"] for r in rows] == [r.session_id for r in RunFolder(out).records]
     # the decorated plan is what was rendered
-    assert [r["plan"] for r in rows] == [r.render_spec.plan for r in RunFolder(out).records]
+    assert [r["plan"] for r in rows] == [r.render_spec.plan.model_dump(mode="json") for r in RunFolder(out).records]
     again = tmp / "from-plans"
     synth("run", tmp / "pipe.yaml", "--plans", plans, "--out", again)
     for fmt in ("parquet", "webdataset"):

@@ -23,6 +23,7 @@ from ..errors import UserError
 from ..schema.phenomena import REGISTRY
 from ..schema.plan import Plan, PlannedEvent, PlannedWork, PlannedWord
 from ..schema.seed import ScenarioSeed
+from ..schema.turns import turn_up_to
 from ..text import tokenize
 from .frames import Unit, block, fill
 from .script import Script, Task, join_lines, tasks_of
@@ -80,11 +81,7 @@ class ScriptedPlanner:
 
 def _turn_words(events: list[PlannedEvent], last: PlannedEvent) -> list[PlannedWord]:
     """All words of the user turn that ends with ``last`` (its pieces linked by ``continues``)."""
-    by_id = {e.id: e for e in events}
-    pieces = [last]
-    while pieces[0].relation == "continues" and pieces[0].attach_to in by_id:
-        pieces.insert(0, by_id[pieces[0].attach_to])
-    return [w for p in pieces for w in p.words]
+    return [w for p in turn_up_to(last, {e.id: e for e in events}) for w in p.words]
 
 
 class _Builder:

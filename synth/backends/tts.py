@@ -8,20 +8,7 @@ from typing import Callable, Hashable, Protocol
 import numpy as np
 
 from ..schema.plan import PlannedWord
-
-
-@dataclass(frozen=True)
-class Voice:
-    """A speaker's voice for one session, drawn by the scene stage."""
-
-    variant: str
-    rate_wpm: int
-    pitch: int
-    pitch_range: int
-
-    def as_dict(self) -> dict:
-        return {"variant": self.variant, "rate_wpm": self.rate_wpm, "pitch": self.pitch,
-                "pitch_range": self.pitch_range}
+from ..schema.voice import Voice  # noqa: F401  (re-exported: engines take a Voice)
 
 
 @dataclass(frozen=True)

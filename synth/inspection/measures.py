@@ -86,6 +86,7 @@ def timings(rec: SessionRecord) -> dict[str, list[float]]:
     by_id = {e.id: e for e in rec.events}
     out: dict[str, list[float]] = {q: [] for q in QUANTITIES}
     first: dict[str, list] = {}  # system event -> the user's sounds answering it
+    planned = _planned_pauses(rec)
     for ev in rec.events:
         target = by_id.get(ev.attach_to or "")
         if target is None:
@@ -98,7 +99,8 @@ def timings(rec: SessionRecord) -> dict[str, list[float]]:
             elif ev.speaker == "user" and target.speaker == "system":
                 first.setdefault(target.id, []).append(ev)
         elif ev.relation == "continues":
-            out[_pause_kind(ev, target, by_id)].append(_ms(ev.on_sample - target.off_sample, sr))
+            kind = planned.get(ev.id) or _pause_kind(ev, target, by_id)
+            out[kind].append(_ms(ev.on_sample - target.off_sample, sr))
         elif ev.relation == "interrupts" and target.speaker == "system" and target.completion == "interrupted":
             out["stop_latency"].append(_ms(target.off_sample - ev.on_sample, sr))
     for tid, answers in first.items():  # to the user's first sound (a breath or a laugh may lead)
@@ -110,8 +112,20 @@ def timings(rec: SessionRecord) -> dict[str, list[float]]:
     return out
 
 
+def _planned_pauses(rec: SessionRecord) -> dict[str, str]:
+    """The pause law of every ``continues`` event, as the clock chose it from the plan the record
+    holds (``render_spec.plan``: ``pause_before``); empty for a record without a spec."""
+    spec = rec.render_spec
+    if spec is None:
+        return {}
+    laws = {"long": "long_pause", "hesitation": "hesitation_pause"}
+    return {e.id: laws.get(e.pause_before or "", "within_turn_pause")
+            for e in spec.plan.events if e.relation == "continues"}
+
+
 def _pause_kind(ev, target, by_id) -> str:
-    """Which pause law a ``continues`` event was drawn from, read back from its turn."""
+    """Which pause law a ``continues`` event was drawn from, guessed from its turn (a record
+    without a render spec)."""
     head, chain = target, [ev, target]
     while head.relation == "continues" and head.attach_to in by_id:
         head = by_id[head.attach_to]

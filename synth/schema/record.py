@@ -9,7 +9,9 @@ from pydantic import Field, model_validator
 from .common import Language, Model, Slug
 from .config import TimingLaws
 from .labels import Marker
+from .plan import Plan
 from .timeline import BackendMessage, PlacedEvent, Timeline, WorkItem
+from .voice import Voice
 
 
 class PhenomenonHit(Model):
@@ -36,7 +38,7 @@ class EventRender(Model):
     """How one planned event is rendered: TTS with ``voice`` (drawn out by ``prolong_samples``),
     or a bank ``sound``."""
 
-    voice: dict[str, Any] | None = None
+    voice: Voice | None = None
     prolong_samples: int = Field(default=0, ge=0)
     sound: SoundClip | None = None
 
@@ -73,7 +75,7 @@ class VoicePrompt(Model):
     ``voice``, the session's system voice, at the speaker level."""
 
     text: str = Field(min_length=1)
-    voice: dict[str, Any]
+    voice: Voice
 
 
 RENDER_SPEC_VERSION = 2
@@ -90,8 +92,8 @@ class RenderSpec(Model):
     """
 
     version: Literal[1, 2] = RENDER_SPEC_VERSION
-    plan: dict[str, Any]
-    voices: dict[str, dict[str, Any]]
+    plan: Plan
+    voices: dict[str, Voice]
     events: dict[str, EventRender]
     clock: dict[str, dict[str, list[float]]]
     params: RenderParams | None = None

@@ -15,6 +15,7 @@ from ..schema.labels import (
 )
 from ..schema.record import RecordedMessage, RecordedWork
 from ..schema.timeline import PlacedEvent, Timeline, WorkItem
+from ..schema.turns import chain_turns
 
 FLOOR_SPEAKERS = {"system", "user"}
 # When two facts land on one frame the floor channel shows the stronger one.
@@ -51,19 +52,8 @@ class Turn:
 
 def turns_of(timeline: Timeline, speaker: str) -> list[Turn]:
     """The turns of ``speaker`` (``system`` or ``user``) in time order (R1)."""
-    chains: list[list[PlacedEvent]] = []
-    last_in_chain: dict[str, int] = {}
-    for ev in sorted(timeline.events, key=lambda e: (e.on_sample, e.id)):
-        if ev.speaker != speaker or ev.floor_intent == "none":
-            continue
-        idx = last_in_chain.get(ev.attach_to or "") if ev.relation == "continues" else None
-        if idx is not None and chains[idx][-1].id == ev.attach_to:
-            chains[idx].append(ev)
-        else:
-            chains.append([ev])
-            idx = len(chains) - 1
-        last_in_chain[ev.id] = idx
-    return [Turn(speaker, tuple(c)) for c in chains]
+    events = sorted(timeline.events, key=lambda e: (e.on_sample, e.id))
+    return [Turn(speaker, tuple(c)) for c in chain_turns(events, speaker)]
 
 
 def span_frames(on: int, off: int, period: int) -> tuple[int, int]:

@@ -31,7 +31,7 @@ conditioned. The conditioning, per relation:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
@@ -40,8 +40,9 @@ from ..audio import active_bounds, fade_out
 from ..errors import SessionReject
 from ..schema.config import TimingLaws
 from ..schema.plan import Plan, PlannedEvent, PlannedWord, join_words
+from ..schema.turns import chain_turns, turn_up_to
 from ..schema.timeline import BackendMessage, PlacedEvent, PlacedWord, StateTime, Timeline, WorkItem
-from ..backends.tts import Rendered
+from ..backends.tts import Rendered, WordTime
 from .tape import Tape, conditioned, rng_source
 
 AUDIBLE = ("user", "system", "third_party")
@@ -67,7 +68,7 @@ class _Slot:
     ev: PlannedEvent
     on: int
     audio: np.ndarray
-    words: list[list]  # [word, lang, on, off] relative to on
+    words: list[WordTime]  # samples relative to ``on``
     completion: str = "complete"
     text_after_cut: str = ""
     overlap_ok: bool = False
@@ -134,7 +135,7 @@ class Clock:
                 continue
             rng = self.rng_for(ev.id)
             r = self.rendered[ev.id]
-            slot = _Slot(ev, 0, r.audio, [[w.word, w.lang, w.on, w.off] for w in r.words],
+            slot = _Slot(ev, 0, r.audio, list(r.words),
                          phenomena=list(ev.phenomena))
             on = self._onset(ev, slot, rng)
             if on is None:
@@ -178,19 +179,9 @@ class Clock:
         return max(on, max(inside)) if inside else on
 
     def _user_turns(self) -> list[tuple[int, int]]:
-        """``(on, off)`` of every placed user turn (a chain of floor events linked by ``continues``)."""
-        head: dict[str, str] = {}
-        spans: dict[str, list[int]] = {}
-        for eid in self.order:
-            s = self.slots[eid]
-            if s.ev.speaker != "user" or s.ev.floor_intent == "none":
-                continue
-            h = head.get(s.ev.attach_to or "") if s.ev.relation == "continues" else None
-            h = h or eid
-            head[eid] = h
-            span = spans.setdefault(h, [s.on, s.off])
-            span[0], span[1] = min(span[0], s.on), max(span[1], s.off)
-        return [tuple(v) for v in spans.values()]
+        """``(on, off)`` of every placed user turn (``schema.turns``), in placement order."""
+        turns = chain_turns([self.slots[eid].ev for eid in self.order], "user")
+        return [(min(self.slots[e.id].on for e in t), max(self.slots[e.id].off for e in t)) for t in turns]
 
     def _drop(self, ev: PlannedEvent, why: str, stand_in: str | None) -> None:
         self.dropped[ev.id] = why
@@ -305,7 +296,7 @@ class Clock:
         an early start staying inside the user's last word and half the user's event."""
         L = self.laws
         p = 1.0 if ev.gap_kind == "early" else L.system_early_start_prob
-        last_word = target.off - target.on - (target.words[-1][2] if target.words else 0)
+        last_word = target.off - target.on - (target.words[-1].on if target.words else 0)
         deepest = self.to_ms(min(len(target.audio) // 2, last_word))
 
         def sample(r):
@@ -324,12 +315,12 @@ class Clock:
         L = self.laws
         k = self._word(ev, target)
         latency = self.ms(self.tape.take(ev.id, "stop_latency", lambda: L.stop_latency_ms.sample(rng)))
-        on = target.on + target.words[k][2] + self.ms(
+        on = target.on + target.words[k].on + self.ms(
             self.tape.take(ev.id, "interrupt_onset", lambda: L.interrupt_onset_ms.sample(rng)))
         user_free = self._free(ev.speaker)
         on = max(on, user_free, target.on + 1)
         # the cut lands before the last word starts, so something is left unsaid (text_after_cut)
-        on = min(on, target.off - latency - self.ms(100), target.on + target.words[-1][2] - latency - 1)
+        on = min(on, target.off - latency - self.ms(100), target.on + target.words[-1].on - latency - 1)
         if on < max(user_free, target.on + 1):
             raise SessionReject("place", "interrupt_unplaceable", f"{ev.id} on {target.ev.id}")
         self.draws.append(Draw("stop_latency", ev.id, on, self.to_ms(latency)))
@@ -357,13 +348,11 @@ class Clock:
         bounds = active_bounds(audio, self.sr)
         end = bounds[1] if bounds else at
         slot.audio = audio[:end]
-        kept = [w for w in slot.words if w[2] < end]
-        cut = [w for w in slot.words if w[2] >= end]
-        for w in kept:
-            w[3] = min(w[3], end)
+        kept = [replace(w, off=min(w.off, end)) for w in slot.words if w.on < end]
+        cut = [w for w in slot.words if w.on >= end]
         slot.words = kept
         slot.completion = "interrupted"
-        slot.text_after_cut = join_words([PlannedWord(text=w[0], lang=w[1]) for w in cut])
+        slot.text_after_cut = join_words([PlannedWord(text=w.word, lang=w.lang) for w in cut])
         shift = slot.off - old_off
         for item in self.work.values():
             if item.plan.opened_by == slot.ev.id:
@@ -388,7 +377,7 @@ class Clock:
         law_lo = -math.inf if law.low is None else law.low
         law_hi = math.inf if law.high is None else law.high
         n = len(target.words)
-        word = lambda j: (target.on + target.words[j][3], hi, -math.inf)  # noqa: E731
+        word = lambda j: (target.on + target.words[j].off, hi, -math.inf)  # noqa: E731
         tries = [word(k)]
         if target.ev.id in self.continued:  # into the speaker's pause that follows
             tries.append((target.off, math.inf, 0.0))
@@ -405,11 +394,8 @@ class Clock:
     def _speech_point(self, target: _Slot, need: int) -> int:
         """First sample of ``target`` by which its turn (the chain of ``continues`` before it
         included) has ``need`` samples of speech."""
-        before, ev = 0, target.ev
-        while ev.relation == "continues" and ev.attach_to in self.slots:
-            prev = self.slots[ev.attach_to]
-            before += len(prev.audio)
-            ev = prev.ev
+        placed = {eid: s.ev for eid, s in self.slots.items()}
+        before = sum(len(self.slots[e.id].audio) for e in turn_up_to(target.ev, placed)[:-1])
         return target.on + max(0, need - before)
 
     # -- delegation ----------------------------------------------------------------------
@@ -531,14 +517,14 @@ class Clock:
         events, audio = [], {}
         for eid in self.order:
             s = self.slots[eid]
-            langs = sorted({w[1] for w in s.words} or {s.ev.words[0].lang})
+            langs = sorted({w.lang for w in s.words} or {s.ev.words[0].lang})
             events.append(PlacedEvent(
                 id=eid, speaker=s.ev.speaker, act=s.ev.act, floor_intent=s.ev.floor_intent,
                 relation=s.ev.relation, attach_to=s.ev.attach_to,
-                text=join_words([PlannedWord(text=w[0], lang=w[1]) for w in s.words]) or s.ev.text,
+                text=join_words([PlannedWord(text=w.word, lang=w.lang) for w in s.words]) or s.ev.text,
                 text_after_cut=s.text_after_cut, lang="en-zh" if len(langs) > 1 else langs[0],
                 on_sample=s.on, off_sample=s.off, completion=s.completion, overlap_ok=s.overlap_ok,
-                words=[PlacedWord(word=w[0], lang=w[1], on_sample=s.on + w[2], off_sample=s.on + w[3])
+                words=[PlacedWord(word=w.word, lang=w.lang, on_sample=s.on + w.on, off_sample=s.on + w.off)
                        for w in s.words],
                 phenomena=s.phenomena,
             ))

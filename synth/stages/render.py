@@ -49,7 +49,7 @@ def draw_event_specs(plan: Plan, voices: dict[str, Voice], bank: Bank | None, co
         if ev.sound is not None:
             out[ev.id] = EventRender(sound=_draw_sound(ev, bank, config, rng_for(ev.id)))
         else:
-            out[ev.id] = EventRender(voice=voices[ev.speaker].as_dict(),
+            out[ev.id] = EventRender(voice=voices[ev.speaker],
                                      prolong_samples=int(ev.prolong_ms * sr / 1000) if ev.prolong_ms else 0)
     return out
 
@@ -95,7 +95,7 @@ def render_events(plan: Plan, specs: dict[str, EventRender], tts: TTSEngine, ban
         if spec.sound is not None:
             r = _sound(ev, spec.sound, bank, sr)
         else:
-            r = tts.synthesize(list(ev.words), Voice(**spec.voice), sr)
+            r = tts.synthesize(list(ev.words), spec.voice, sr)
             if spec.prolong_samples and r.words:
                 r = _prolonged(r, spec.prolong_samples)
         level = params.speaker_rms_dbfs + params.levels_db.get(ev.sound or "", 0.0)
