@@ -17,6 +17,8 @@ the clock. A seed asking for something the planner does not realise is refused a
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
+
 import numpy as np
 
 from ..errors import UserError
@@ -84,6 +86,22 @@ def _turn_words(events: list[PlannedEvent], last: PlannedEvent) -> list[PlannedW
     return [w for p in turn_up_to(last, {e.id: e for e in events}) for w in p.words]
 
 
+@dataclass
+class _Work:
+    """A delegation while the builder writes it (filled in as the talk around it is written):
+    a ``PlannedWork`` once the plan is built."""
+
+    work_id: str
+    tool: str
+    objective: str
+    result_text: str
+    opened_by: str
+    outcome: str
+    cancelled_by: str | None = None
+    progress_text: str | None = None
+    progress_by: str | None = None
+
+
 class _Builder:
     def __init__(self, seed: ScenarioSeed, session_id: str, rng: np.random.Generator):
         self.seed, self.session_id, self.rng = seed, session_id, rng
@@ -91,7 +109,7 @@ class _Builder:
         self.script = Script(seed, rng)
         self.common = self.script.common
         self.events: list[PlannedEvent] = []
-        self.work: list[dict] = []
+        self.work: list[_Work] = []
         self.counts: dict[str, int] = {}
         self.tp = seed.personas.third_party is not None
         self.said_common: dict[str, set[int]] = {}
@@ -363,14 +381,14 @@ class _Builder:
         return int(self.rng.integers(lo, hi))
 
     # -- delegation ------------------------------------------------------------------------
-    def new_work(self, t: Task, opener: PlannedEvent) -> dict:
+    def new_work(self, t: Task, opener: PlannedEvent) -> _Work:
         d = t.delegation
         fails = self.rng.random() < FAILURE_P
-        w = {"work_id": f"w{len(self.work) + 1}", "tool": d.tool, "objective": t.say(d.objective),
-             "result_text": t.say(self.choose(d.failure if fails else d.result)), "opened_by": opener.id,
-             "outcome": "failure" if fails else "success"}
+        w = _Work(work_id=f"w{len(self.work) + 1}", tool=d.tool, objective=t.say(d.objective),
+                  result_text=t.say(self.choose(d.failure if fails else d.result)), opened_by=opener.id,
+                  outcome="failure" if fails else "success")
         self.work.append(w)
-        self.script.log["work"][w["work_id"]] = {k: v for k, v in sorted(t.values.items()) if k != "topic"}
+        self.script.log["work"][w.work_id] = {k: v for k, v in sorted(t.values.items()) if k != "topic"}
         return w
 
     def delegate(self, t: Task, after: PlannedEvent, act="delegate_request", text: str | None = None, tags=()):
@@ -397,8 +415,8 @@ class _Builder:
             q = self.add("user", "progress_question", self.pickc("progress_question"), "take", "responds_to", last,
                          ["progress_question"])
             last = self.add("system", "progress_answer", t.say(p.system), "take", "responds_to", q,
-                            work_id=w["work_id"])
-            w.update(progress_text=t.say(p.note), progress_by=last.id)
+                            work_id=w.work_id)
+            w.progress_text, w.progress_by = t.say(p.note), last.id
         if self.rate("continue_while_working"):
             r = self.rng.random()
             t2 = s.task(exclude=used)
@@ -418,7 +436,7 @@ class _Builder:
             if self.rng.random() < 0.5 or not sup:
                 task = t.say(t.delegation.task)
                 c = self.add("user", "cancel_request", fill(self.pickc("cancel"), {"task": task}), "take",
-                             "responds_to", last, ["stale_result_dropped"], work_id=w["work_id"])
+                             "responds_to", last, ["stale_result_dropped"], work_id=w.work_id)
                 last = self.add("system", "cancel_ack", fill(self.pickc("cancel_ack"), {"task": task}), "take",
                                 "responds_to", c)
             else:
@@ -433,13 +451,13 @@ class _Builder:
                     s.values["topic"] = fill(s.frame.topic, s.values)
                 c, last, w3 = self.delegate(t3, last, "supersede_request", line, ["stale_result_dropped"])
                 pending.append(w3)
-                s.log["supersedes"].append({"event": c.id, "work_id": w["work_id"], "by": w3["work_id"],
+                s.log["supersedes"].append({"event": c.id, "work_id": w.work_id, "by": w3.work_id,
                                             "slot": sp.slot, "old": old, "new": new})
-            w["cancelled_by"] = c.id
+            w.cancelled_by = c.id
             pending.remove(w)
         for item in pending:
-            last = self.add("system", "deliver_result", item["result_text"], "take", "delivers_result_of",
-                            item["work_id"], ["result_at_silence_gap"], work_id=item["work_id"])
+            last = self.add("system", "deliver_result", item.result_text, "take", "delivers_result_of",
+                            item.work_id, ["result_at_silence_gap"], work_id=item.work_id)
         return last
 
     def build(self) -> Plan:
@@ -460,5 +478,5 @@ class _Builder:
             bye = self.add("user", "closing", s.say(c["user"]), "take", "responds_to", last)
             self.add("system", "closing", s.say(c["system"]), "take", "responds_to", bye, ["closing_sequence"])
         return Plan(session_id=self.session_id, scenario_id=self.seed.id, language=self.seed.language,
-                    planner=ScriptedPlanner.name, events=self.events, work=[PlannedWork(**w) for w in self.work],
+                    planner=ScriptedPlanner.name, events=self.events, work=[PlannedWork(**asdict(w)) for w in self.work],
                     planner_meta=s.log)
