@@ -156,8 +156,11 @@ def run(pipeline: Path = typer.Argument(..., help="Pipeline YAML."),
     stats = merge(spec)
     _report_run(stats, store, t0, failed)
     if failed:
-        console.print(f"[red]{len(failed)} of {spec.num_tasks} tasks failed[/]; "
-                      "rerun the same command to retry them (finished tasks are kept)")
+        from .executor.limits import memory_advice, out_of_memory
+
+        advice = (memory_advice() if any(out_of_memory(e) for e in failed.values())
+                  else "rerun the same command to retry them (finished tasks are kept)")
+        console.print(f"[red]{len(failed)} of {spec.num_tasks} tasks failed[/]; {escape(advice)}", highlight=False)
         raise typer.Exit(1)
     if stats["sessions"] == 0 and stats["rejects"]:
         _all_rejected(store)
@@ -581,6 +584,23 @@ def _class_names(e: BaseException) -> set[str]:
     return {c.__name__ for c in type(e).__mro__}
 
 
+def _driver_error(e: BaseException) -> None:
+    """One line for an error of this process: out of memory (with its limit), a missing extra
+    (exit 2), or the file and reason of an OS error (exit 1)."""
+    from .executor.limits import memory_advice, out_of_memory
+
+    first = (str(e).splitlines() or [type(e).__name__])[0]
+    if isinstance(e, MemoryError) or out_of_memory(first):
+        console.print(f"[red]error:[/] {escape(first or 'MemoryError')}: {escape(memory_advice())}", highlight=False)
+        sys.exit(1)
+    if isinstance(e, ImportError):
+        console.print(f"[red]error:[/] {escape(missing_package_message(e, sys.argv[1:2]))}", highlight=False)
+        sys.exit(2)
+    where = f"{e.filename}: {e.strerror}" if getattr(e, "filename", None) else first
+    console.print(f"[red]error:[/] {escape(where)}", highlight=False)
+    sys.exit(1)
+
+
 def main() -> None:
     """Entry point: one line and exit 2 for a user error or a usage error, 130 when interrupted.
 
@@ -617,17 +637,10 @@ def main() -> None:
         sys.exit(2)
     except KeyboardInterrupt:
         _interrupted()
-    except ImportError as e:
+    except (ImportError, OSError, MemoryError) as e:
         if _DEBUG["on"]:
             raise
-        console.print(f"[red]error:[/] {escape(missing_package_message(e, sys.argv[1:2]))}", highlight=False)
-        sys.exit(2)
-    except OSError as e:
-        if _DEBUG["on"]:
-            raise
-        where = f"{e.filename}: {e.strerror}" if e.filename else (str(e).splitlines() or [type(e).__name__])[0]
-        console.print(f"[red]error:[/] {escape(where)}", highlight=False)
-        sys.exit(1)
+        _driver_error(e)
     except Exception as e:
         names = _class_names(e)
         if "Exit" in names and hasattr(e, "exit_code"):

@@ -431,3 +431,34 @@ def test_every_remaining_number_is_bounded_at_load(tmp_path, field, value):
     assert r.returncode == 2 and "Traceback" not in r.stderr
     line = r.stderr.strip()
     assert len(line.splitlines()) == 1 and str(pipe) in line and field in line, line
+
+
+def test_running_out_of_memory_names_the_limit_instead_of_hanging_or_advising_a_rerun(tmp_path):
+    """Case 10: under an address-space limit too small to load the libraries (``ulimit -v``), the
+    run ends at once with one line that says it ran out of memory under that limit."""
+    import os
+    import subprocess
+
+    pipe, out = ROOT / "pipelines" / "demo-espeak.yaml", tmp_path / "lowmem"
+    cmd = f'ulimit -v 400000 && exec "{sys.executable}" -m synth.cli run "{pipe}" --sessions 1 --out "{out}"'
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "300", "RAY_AUTH_MODE": "disabled"}
+    r = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 1, (r.returncode, r.stderr[-2000:])
+    said = [x for x in (r.stdout + r.stderr).splitlines() if "out of memory" in x]
+    assert said and "ulimit -v" in said[-1] and "390 MB" in said[-1], r.stdout[-1000:] + r.stderr[-1000:]
+    assert "rerun the same command" not in r.stdout + r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("failure, is_memory", [
+    ("RuntimeError: session s-1 (banking-en): MemoryError:", True),
+    ("RuntimeError: session s-1 (banking-en): OSError: /tmp/x/libespeak-ng.so: failed to map segment from shared object",
+     True),
+    ("RuntimeError: session s-1 (banking-en): OSError: [Errno 12] Cannot allocate memory", True),
+    ("RuntimeError: session s-1 (banking-en): OSError: [Errno 28] No space left on device", False),
+    ("RuntimeError: session s-1 (banking-en): ValueError: bad", False),
+])
+def test_a_task_failure_is_told_apart_as_out_of_memory(failure, is_memory):
+    from synth.executor.limits import memory_advice, out_of_memory
+
+    assert out_of_memory(failure) is is_memory
+    assert "out of memory" in memory_advice() and "rerun" in memory_advice()  # says a rerun cannot help
