@@ -374,6 +374,10 @@ def test_unwritable_llm_cache_dir_found_before_the_run(capsys, tmp_path):
     ({"engine": "kokoro", "voices_path": "/nope/v.bin"}, "tts.voices_path", "/nope/"),
 ])
 def test_engine_file_errors_name_the_pipeline(capsys, tmp_path, tts, field, shown):
+    import importlib.util
+
+    if tts["engine"] == "coqui" and importlib.util.find_spec("TTS") is None:  # not in the test extra
+        field, shown = "tts.engine", "pip install 'duplexsynth[coqui]'"  # the missing package is said first
     path = pipeline_file(tmp_path, {"tts": tts})
     line = refused(capsys, "run", path, "--out", tmp_path / "out")
     assert line.startswith(f"error: {path}: {field}:") and shown in line

@@ -78,6 +78,14 @@ VALUES = st.one_of(
 
 HOSTILE = ("replace", "replace", "negate", "delete", "unknown_key", "scale")
 TEXT_TAILS = ("", "", "", "dup", "bytes", "nul", "tab")
+# YAML's own space: anchors and aliases (a node reused elsewhere, a node that contains itself, an
+# alias bomb), and the spellings YAML 1.1 (PyYAML) reads as numbers, specials, tags or nothing
+YAML_KINDS = ("alias", "alias", "self_alias", "spelling", "spelling", "spelling")
+YAML_TAILS = ("", "", "", "", "", "", "", "bomb")
+SPELLINGS = ("0x10", "0o17", "017", "1_000", "1:30", "+5", "0b101", ".inf", "-.inf", ".NaN", "1e400", "~", "null",
+             "!!float 2", "!!str 5", "!!int '3'", "!!binary aGk=", "!!python/object/apply:os.system ['true']",
+             "*nosuch", "&n 5", "[1, 2]", "{a: 1}", "yes", "off", "2026-12-06", "'5'")
+BOMB = "".join(f"lol{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9) if i else ', '.join(['lol'] * 9)}]\n" for i in range(9))
 
 
 @st.composite
@@ -86,6 +94,7 @@ def mutated(draw, base: dict, paths: list[tuple], top_keys: list[str], kinds=HOS
     """(bytes of a YAML file, what was done): one to ``most`` mutations of ``base``."""
     data = copy.deepcopy(base)
     done = []
+    spellings: list[str] = []
     for _ in range(draw(st.integers(1, most))):
         kind = draw(st.sampled_from(kinds))
         path = draw(st.sampled_from(paths))
@@ -105,12 +114,31 @@ def mutated(draw, base: dict, paths: list[tuple], top_keys: list[str], kinds=HOS
             del parent[path[-1]]
         elif kind == "unknown_key" and isinstance(old, dict):
             old["nosuch_field"] = 1
+        elif kind == "alias":  # the node of another path, dumped as an anchor and an alias to it
+            other = draw(st.sampled_from(paths))
+            try:
+                parent[path[-1]] = _leaf(data, other) if other[:len(path)] != path else old
+            except (KeyError, IndexError, TypeError):
+                continue
+        elif kind == "self_alias" and isinstance(old, (dict, list)):
+            if isinstance(old, dict):
+                old["loop"] = old
+            else:
+                old.append(old)
+        elif kind == "spelling" and isinstance(old, (int, float, str)) and not isinstance(old, bool):
+            spellings.append(draw(st.sampled_from(SPELLINGS)))
+            parent[path[-1]] = f"zzspelling{len(spellings) - 1}zz"
         else:
             parent[path[-1]] = draw(VALUES)
         done.append((kind, path))
-    text = yaml.safe_dump(data, allow_unicode=True, sort_keys=False).encode("utf-8")
+    text = yaml.safe_dump(data, allow_unicode=True, sort_keys=False)
+    for i, spelled in enumerate(spellings):
+        text = text.replace(f"zzspelling{i}zz", spelled)
+    text = text.encode("utf-8")
     tail = draw(st.sampled_from(tails))
-    if tail == "dup":
+    if tail == "bomb":
+        text += BOMB.encode()
+    elif tail == "dup":
         key = draw(st.sampled_from(top_keys))
         text += f"{key}: {json.dumps(data.get(key, 1), ensure_ascii=False)}\n".encode("utf-8")
     elif tail == "bytes":
@@ -221,6 +249,36 @@ def test_plan_of_mutated_pipelines(capsys, case):
             assert_one_line(err, [pipe_path, seed_path])
         else:
             check_plans([json.loads(out)], BASE_SEED)
+
+
+@settings(FUZZ, max_examples=60)
+@given(case=st.one_of(
+    mutated(BASE_SEED, SEED_PATHS, ["id"], kinds=YAML_KINDS, tails=YAML_TAILS).map(lambda c: ("seed", c)),
+    mutated(BASE_PIPELINE, PIPELINE_PATHS, ["name"], kinds=YAML_KINDS, tails=YAML_TAILS).map(lambda c: ("pipe", c))))
+def test_plan_of_seeds_and_pipelines_mutated_in_yamls_own_space(capsys, case):
+    """Aliases, self-containing nodes, alias bombs and YAML 1.1 number spellings: a plan, or one
+    line naming the file, at once."""
+    which, (text, done) = case
+    with tempfile.TemporaryDirectory() as tmp:
+        if which == "seed":
+            seed_path, pipe_path = write_tree(Path(tmp), text)
+        else:
+            seed_path, pipe_path = write_tree(Path(tmp), SEED_BYTES, text)
+        rc, out, err = run_cli(capsys, "plan", pipe_path, "-n", "2")
+        assert rc in (0, 2), (done, err)
+        if rc == 2:
+            assert_one_line(err, [seed_path, pipe_path])
+        else:
+            check_plans(json.loads(out), BASE_SEED if which == "pipe" else _loaded(text))
+
+
+def _loaded(text: bytes) -> dict:
+    from synth.io.config_files import load_yaml_mapping
+
+    with tempfile.NamedTemporaryFile(suffix=".yaml") as f:
+        f.write(text)
+        f.flush()
+        return load_yaml_mapping(f.name)
 
 
 def check_run(out_dir: Path, capsys, pipe: dict) -> None:

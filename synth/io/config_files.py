@@ -40,6 +40,8 @@ def validation_message(path: Path | str, err: ValidationError) -> str:
         shown = f"{shown[:60]}... ({len(value) if isinstance(value, (str, list)) else len(shown)} long)"
     more = len(err.errors()) - 1
     tail = f" [+{more} more]" if more > 0 else ""
+    if msg.endswith(")") and "(got " in msg:  # the message names the value it refuses: not the whole mapping again
+        return f"{path}: {_format_loc(loc)}: {msg}{tail}"
     return f"{path}: {_format_loc(loc)}: {msg} (got {shown}){tail}"
 
 

@@ -57,7 +57,7 @@ class ScenarioSeed(Model):
             if unknown_name(pid):
                 raise ValueError(f"unknown phenomenon or family {pid!r}")
             if not 0.0 <= rate <= 1.0:
-                raise ValueError(f"rate of {pid!r} must be in [0, 1], got {rate}")
+                raise ValueError(f"rate of {pid!r} must be in [0, 1] (got {rate})")
         return value
 
     @field_validator("tools")
