@@ -15,3 +15,17 @@ class SessionReject(Exception):
         self.stage = stage
         self.reason = reason
         self.detail = detail
+
+
+def short_error(e: Exception) -> str:
+    """One line for an error: a pydantic ``ValidationError`` as ``field: message`` of its first
+    error (its text ends in a documentation link, not in what went wrong); anything else, the last
+    line of its text."""
+    errors = getattr(e, "errors", None)
+    if callable(errors) and type(e).__name__ == "ValidationError":
+        first = errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        msg = first.get("msg", "").removeprefix("Value error, ")
+        return f"{where}: {msg}" if where else msg
+    lines = [x for x in str(e).splitlines() if x.strip()]
+    return lines[-1].strip() if lines else type(e).__name__

@@ -1,6 +1,7 @@
 """Second hostile pass (issue 31): each case ends with one line naming the file/field/value and
 exit 2, quickly, never a hang or a traceback."""
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -462,3 +463,41 @@ def test_a_task_failure_is_told_apart_as_out_of_memory(failure, is_memory):
 
     assert out_of_memory(failure) is is_memory
     assert "out of memory" in memory_advice() and "rerun" in memory_advice()  # says a rerun cannot help
+
+
+@pytest.mark.parametrize("text, lang, script", [
+    ("مرحبا", "en", "Arabic"), ("Привет", "en", "Cyrillic"), ("hello", "zh", "Latin"), ("こんにちは", "zh", "Hiragana"),
+])
+def test_a_word_written_in_a_script_its_voice_cannot_read_is_a_plan_reject(text, lang, script):
+    """Text in and out: a plans-file word whose letters do not fit its declared language (what the
+    voice of that language reads) makes the plan a reject naming the word and the script."""
+    from synth.errors import SessionReject
+    from synth.schema.seed import ScenarioSeed
+    from synth.session import given_plan
+
+    seed = ScenarioSeed.model_validate(yaml.safe_load(SEED.read_text(encoding="utf-8")))
+    plan = {"session_id": "s-1", "scenario_id": seed.id, "language": "en", "planner": "file",
+            "events": [{"id": "e1", "speaker": "user", "act": "request", "floor_intent": "take",
+                        "words": [{"text": "well", "lang": "en"}, {"text": text, "lang": lang}]}]}
+    with pytest.raises(SessionReject) as e:
+        given_plan(json.dumps(plan, ensure_ascii=False), seed, "s-1")
+    assert e.value.reason == "plan_invalid" and "events.0.words.1" in e.value.detail
+    assert text in e.value.detail and script in e.value.detail and f"declared {lang}" in e.value.detail
+    for fine in ({"text": "café", "lang": "en"}, {"text": "3点", "lang": "zh"}, {"text": "[laughter]", "lang": "zh"}):
+        plan["events"][0]["words"][1] = fine  # accents, digits and sound tags are fine
+        assert given_plan(json.dumps(plan, ensure_ascii=False), seed, "s-1").events[0].words[1].text == fine["text"]
+
+
+def test_a_validation_error_is_shortened_to_its_field_and_message_not_its_link():
+    """What the LLM planner sends back to the model in a repair (and writes in a reject) is what went
+    wrong, not the last line of pydantic's text (a documentation link)."""
+    from pydantic import ValidationError
+
+    from synth.errors import short_error
+    from synth.schema.plan import PlannedWord
+
+    with pytest.raises(ValidationError) as e:
+        PlannedWord(text="Привет", lang="en")
+    line = short_error(e.value)
+    assert "Привет" in line and "Cyrillic" in line and "http" not in line
+    assert short_error(ValueError("first\nsecond")) == "second"

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from ..io.files import write_atomic_with, write_text_atomic
+from ..schema.plan import is_sound_tag  # noqa: F401  (re-exported for the exporters)
 
 
 def write_wav(path: Path, audio: np.ndarray, sample_rate: int) -> None:
@@ -47,11 +48,6 @@ def words_of(rec, speakers: tuple[str, ...]) -> list[tuple[str, int, int, str, s
 
 def seconds(samples: int, sr: int) -> float:
     return round(samples / sr, 4)
-
-
-def is_sound_tag(word: str) -> bool:
-    """A non-lexical sound written as a tag word (``[laughter]``, ``[breath]``)."""
-    return len(word) > 2 and word.startswith("[") and word.endswith("]")
 
 
 def kept_word(w, sound_tags: str = "keep") -> bool:

@@ -31,6 +31,37 @@ class PlannedWord(Model):
     def _speakable(cls, value: str) -> str:
         return speakable(value)
 
+    @model_validator(mode="after")
+    def _script_fits_language(self):
+        """A word's letters are in a script of its language: the voice of that language reads them
+        (an English voice does not read Arabic, a Mandarin one does not read Latin letters)."""
+        if is_sound_tag(self.text):  # "[laughter]": a sound, not read by a voice
+            return self
+        for c in self.text:
+            if c.isalpha() and not _SCRIPTS[self.lang](unicodedata.name(c, "")):
+                raise ValueError(f"{self.text!r} is declared {self.lang} but {c!r} is {_script_of(c)} "
+                                 f"(the {_READS[self.lang]})")
+        return self
+
+
+def is_sound_tag(word: str) -> bool:
+    """A word that stands for a sound (``[laughter]``, ``[cough]``), not for speech."""
+    return len(word) > 2 and word.startswith("[") and word.endswith("]")
+
+
+# letters by their Unicode name: Latin (accents and fullwidth forms included) and Greek (units, maths)
+# for English; ideographs (Han) and CJK full-width forms for Mandarin
+_SCRIPTS = {
+    "en": lambda name: "LATIN" in name or name.startswith(("GREEK", "MODIFIER LETTER")) or name == "MICRO SIGN",
+    "zh": lambda name: name.startswith(("CJK", "IDEOGRAPHIC", "FULLWIDTH", "HALFWIDTH")),
+}
+_READS = {"en": "English voice reads Latin letters", "zh": "Mandarin voice reads Han characters"}
+
+
+def _script_of(c: str) -> str:
+    name = unicodedata.name(c, "")
+    return f"{name.split()[0].title()} script" if name else f"U+{ord(c):04X}"
+
 
 # Control and format characters, private use, unassigned code points, symbols such as emoji, and
 # the modifiers and selectors that style them: no TTS engine reads these the way they look.

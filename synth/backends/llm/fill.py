@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...errors import SessionReject
+from ...errors import SessionReject, short_error
 from ...schema.phenomena import ALL
 from ...schema.plan import Plan, PlannedEvent
 from ...schema.seed import ScenarioSeed
@@ -372,7 +372,7 @@ def fill_plan(planner, seed: ScenarioSeed, session_id: str, rng: np.random.Gener
                 try:
                     return assemble(structure, texts, anchors, planner.name, meta)
                 except ValueError as e:
-                    raise SessionReject("plan", "llm_fill_invalid", str(e).splitlines()[-1][:300]) from None
+                    raise SessionReject("plan", "llm_fill_invalid", short_error(e)[:300]) from None
             texts = {k: v for k, v in texts.items() if k not in event_ids}  # every line again
             missing = [it for it in items if it.key not in texts]
         if cut:  # a cut reply: the complete pairs are kept, the rest is asked for shorter

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import ValidationError
 
-from ...errors import SessionReject, UserError
+from ...errors import SessionReject, UserError, short_error
 from ...schema.config import LLMConfig
 from ...schema.phenomena import DELEGATION, resolve_rates
 from ...schema.plan import Plan
@@ -188,7 +188,7 @@ class LLMPlanner:
         try:
             return to_plan(p, seed, session_id, self.name, {}), []
         except ValueError as e:
-            return None, [f"plan: {str(e).splitlines()[-1] if str(e) else e}"]
+            return None, [f"plan: {short_error(e)}"]
 
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
