@@ -145,6 +145,10 @@ def run(pipeline: Path = typer.Argument(..., help="Pipeline YAML."),
     store = prepare_folder(spec)
     for line in drop_broken_markers(spec):
         console.print(f"[yellow]warning:[/] {escape(line)}", highlight=False)
+    from .executor.odd_settings import odd_settings
+
+    for line in odd_settings(spec):
+        console.print(f"[yellow]warning:[/] {escape(str(pipeline))}: {escape(line)}", highlight=False)
     ex = spec.config.executor
     todo = pending_ranks(spec)
     n_workers = _capped_workers(ex.workers, todo)

@@ -501,3 +501,26 @@ def test_a_validation_error_is_shortened_to_its_field_and_message_not_its_link()
     line = short_error(e.value)
     assert "Привет" in line and "Cyrillic" in line and "http" not in line
     assert short_error(ValueError("first\nsecond")) == "second"
+
+
+def test_settings_that_make_odd_data_are_warned_and_counted(tmp_path, tmp_path_factory):
+    """Valid but odd: one voice for three speakers, a media-length law that mostly outruns the
+    bank's clips. Each is one warning line naming the pipeline and field, and is listed in
+    stats.json; the default settings (the small run) warn about nothing."""
+    import json
+
+    clean = small_run(tmp_path_factory)
+    assert json.loads((clean / "stats.json").read_text())["config_warnings"] == []
+    pipe = tmp_path / "odd.yaml"
+    pipe.write_text(yaml.safe_dump({
+        "name": "odd", "seeds": [str(ROOT / "scenario_seeds" / "banking-en.yaml")], "sessions": 1,
+        "tts": {"engine": "espeak", "variants": ["m1", "m1"]},
+        "paralinguistics": {"media_s": {"dist": "uniform", "a": 3, "b": 60}},
+        "acoustics": {"banks": [{"path": str(ROOT / "noise_banks" / "generated"), "generate": True}]}}))
+    r = synth("run", pipe, "--out", tmp_path / "out")
+    warned = [x for x in (r.stdout + r.stderr).splitlines() if x.startswith("warning:")]
+    assert [w.split(": ")[2] for w in warned] == ["tts.variants", "paralinguistics.media_s"], warned
+    assert all(w.startswith(f"warning: {pipe}: ") for w in warned)
+    assert "1 distinct voice for 3 speakers" in warned[0] and "12.0 s" in warned[1]
+    counted = json.loads((tmp_path / "out" / "stats.json").read_text())["config_warnings"]
+    assert counted == [w.removeprefix(f"warning: {pipe}: ") for w in warned]

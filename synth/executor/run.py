@@ -15,6 +15,7 @@ from ..errors import UserError
 from ..io.store import Store
 from ..schema.record import TaskStats
 from .task import RunSpec, marker_name, marker_problems, read_marker, run_task
+from .odd_settings import odd_settings
 from .stop import quiet_swallowed_interrupts, request_stop
 
 
@@ -303,7 +304,7 @@ def merge(spec: RunSpec) -> dict:
                     "rejects_by_reason": {}, "phenomena": {}, "languages": {}, "families": {},
                     "phenomena_by_language": {}, "llm_usage": {}, "tasks": spec.num_tasks,
                     "bank_files_skipped": len(spec.bank.skipped) if spec.bank is not None else 0,
-                    "tasks_all_rejected": [], "peak_rss_mb": 0.0}
+                    "tasks_all_rejected": [], "peak_rss_mb": 0.0, "config_warnings": odd_settings(spec)}
     lines = []
     for r in range(spec.num_tasks):
         if not store.exists(marker_name(r)):
