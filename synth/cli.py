@@ -134,6 +134,9 @@ def run(pipeline: Path = typer.Argument(..., help="Pipeline YAML."),
 
     if out is not None and not out.strip():
         raise UserError("--out: an empty path (give a folder, e.g. --out outputs/myrun)")
+    if plans is not None and sessions is not None:
+        raise UserError(f"--sessions: not with --plans ({plans} gives the sessions, one per plan; to render "
+                        "fewer, keep fewer lines)")
     if ray_address:
         from .executor.ray_executor import check_reachable
 
@@ -494,16 +497,20 @@ def export(out_dir: Path = typer.Argument(..., help="A run folder."),
                                    "fdb, textgrid, rttm (+ CTM) or audacity"),
            output: Path = typer.Option(..., "-o", "--output", help="Folder to write: new, empty, or an earlier "
                                        "export of the same format."),
-           target_sample_rate: int = typer.Option(22050, "--target-sample-rate", help="lhotse: rate of the "
-                                                  "assistant's target_audio (NeMo's target_sample_rate)."),
+           target_sample_rate: Optional[int] = typer.Option(None, "--target-sample-rate", help="lhotse: rate of "
+                                                            "the assistant's target_audio (NeMo's "
+                                                            "target_sample_rate; default 22050)."),
            shar: bool = typer.Option(False, "--shar", help="lhotse: Shar shards with the audio inside (FLAC) "
                                      "instead of a manifest beside WAV files."),
            sound_tags: Optional[str] = typer.Option(None, "--sound-tags", help="drop or keep [laughter]-style tags "
                                                     "(default: drop for lhotse and moshi, keep as non-lex in CTM)."),
-           others: str = typer.Option("label", "--others", help="moshi: third-party and background words under "
-                                      "their own speaker labels (label) or left out (drop)."),
-           decision_lag: int = typer.Option(0, "--decision-lag", help="minicpm: units the text runs ahead of its audio."),
-           sample_rate: int = typer.Option(24000, "--sample-rate", help="moshi: WAV rate (Mimi uses 24000)."),
+           others: Optional[str] = typer.Option(None, "--others", help="moshi: third-party and background words "
+                                                "under their own speaker labels (label, the default) or left out "
+                                                "(drop)."),
+           decision_lag: Optional[int] = typer.Option(None, "--decision-lag", help="minicpm: units the text runs "
+                                                      "ahead of its audio (default 0)."),
+           sample_rate: Optional[int] = typer.Option(None, "--sample-rate", help="moshi: WAV rate (default 24000, "
+                                                     "Mimi's)."),
            check: bool = typer.Option(False, "--check", help="Read the export back with its consumer's reader "
                                       "(sphn, lhotse, praatio, NeMo's CTM rule) and report what it read.")) -> None:
     """Export a run for a trainer or benchmark, recomputed from each session's timeline."""

@@ -142,6 +142,11 @@ def test_check_reads_every_format_back(run_dir, tmp_path):
     (["--format", "moshi", "--sound-tags", "sometimes"], "--sound-tags"),
     (["--format", "minicpm", "--check"], "--check"),
     (["--format", "nemo"], "--format"),
+    # an option the format would ignore is refused (the user meant something it does not do)
+    (["--format", "moshi", "--decision-lag", "3"], "--decision-lag"),
+    (["--format", "textgrid", "--sound-tags", "keep"], "--sound-tags"),
+    (["--format", "minicpm", "--shar"], "--shar"),
+    (["--format", "fdb", "--sample-rate", "16000"], "--sample-rate"),
 ])
 def test_bad_export_options_are_one_line_exit_2(run_dir, tmp_path, args, field):
     r = synth("export", run_dir, *args, "-o", tmp_path / "o", check=False)

@@ -524,3 +524,13 @@ def test_settings_that_make_odd_data_are_warned_and_counted(tmp_path, tmp_path_f
     assert "1 distinct voice for 3 speakers" in warned[0] and "12.0 s" in warned[1]
     counted = json.loads((tmp_path / "out" / "stats.json").read_text())["config_warnings"]
     assert counted == [w.removeprefix(f"warning: {pipe}: ") for w in warned]
+
+
+def test_plans_with_sessions_says_which_gives_the_sessions(tmp_path):
+    """Commands are honest about their options: ``--sessions`` beside ``--plans`` would be ignored."""
+    plans = tmp_path / "p.jsonl"
+    synth("plan", ROOT / "pipelines" / "demo-espeak.yaml", "-n", "2", "-o", plans)
+    r = synth("run", ROOT / "pipelines" / "demo-espeak.yaml", "--plans", plans, "--sessions", "5",
+              "--out", tmp_path / "out", check=False, timeout=120)
+    line = _one_line_error(r, "--sessions", "--plans", str(plans))
+    assert "one per plan" in line and not (tmp_path / "out").exists()

@@ -25,8 +25,8 @@ OTHERS = ("label", "drop")
 def export_run(run_dir: str | Path, fmt: str, out_dir: str | Path, check: bool = False, **options) -> dict:
     """Export every session of ``run_dir`` into ``out_dir`` as ``fmt``; returns a summary dict.
     With ``check``, the export is read back by its consumer's reader (``synth.export.check``) and
-    what it read is the summary's ``check``. Options a format does not take are ignored; ``None``
-    means the format's default."""
+    what it read is the summary's ``check``. ``None`` (or ``False``) means the format's default; an
+    option the format does not take is refused, naming the options it takes."""
     from ..errors import UserError
     from ..inspection.runfolder import RunFolder
 
@@ -37,7 +37,8 @@ def export_run(run_dir: str | Path, fmt: str, out_dir: str | Path, check: bool =
     for name, allowed in (("sound_tags", SOUND_TAGS), ("others", OTHERS)):
         if options.get(name) is not None and options[name] not in allowed:
             raise UserError(f"--{name.replace('_', '-')}: must be {' or '.join(allowed)} (got {options[name]!r})")
-    options = {k: v for k, v in options.items() if v is not None}
+    options = {k: v for k, v in options.items() if v is not None and v is not False}
+    _takes_every_option(fmt, options)
     run = RunFolder(run_dir)
     run.require_unique_ids("export")
     out = Path(out_dir)
@@ -66,6 +67,23 @@ def export_run(run_dir: str | Path, fmt: str, out_dir: str | Path, check: bool =
 
         meta["check"] = check_export(fmt, out, meta)
     return meta
+
+
+TAKES = {
+    "lhotse": ("target_sample_rate", "shar", "sound_tags"), "moshi": ("sample_rate", "others", "sound_tags"),
+    "minicpm": ("decision_lag",), "fdb": (), "textgrid": (), "rttm": ("sound_tags",), "audacity": (),
+}
+"""The options each format takes (the keyword arguments of its exporter that the command line sets)."""
+
+
+def _takes_every_option(fmt: str, options: dict) -> None:
+    """An option the format would ignore is refused: the user meant something it does not do."""
+    from ..errors import UserError
+
+    ignored = [k for k in options if k not in TAKES[fmt]]
+    if ignored:
+        takes = ", ".join(f"--{k.replace('_', '-')}" for k in TAKES[fmt]) or "none"
+        raise UserError(f"--{ignored[0].replace('_', '-')}: --format {fmt} does not take it (its options: {takes})")
 
 
 def _require_own_folder(out: Path, fmt: str) -> None:
