@@ -691,8 +691,17 @@ def missing_package_message(e: ImportError, command: list[str]) -> str:
     return f"{what} needs the package {name}: pip install 'duplexsynth[{extra}]' (or make install)"
 
 
+INTERRUPTED = {
+    "run": "interrupted; finished tasks are kept: rerun the same command to resume",
+    "export": "interrupted; the export is incomplete: the same command again writes it over",
+    "learn": "interrupted; the features of runs read to the end are cached: the same command again reuses them",
+}
+"""What an interruption leaves, per command (anything else: nothing to resume)."""
+
+
 def _interrupted() -> None:
-    sys.stderr.write("interrupted; finished tasks are kept: rerun the same command to resume\n")
+    command = next((a for a in sys.argv[1:] if not a.startswith("-")), "")
+    sys.stderr.write(INTERRUPTED.get(command, "interrupted") + "\n")
     sys.stderr.flush()
     os._exit(130)  # at once: the interpreter's exit would join threads a stop may have left waiting
 

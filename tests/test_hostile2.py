@@ -534,3 +534,21 @@ def test_plans_with_sessions_says_which_gives_the_sessions(tmp_path):
               "--out", tmp_path / "out", check=False, timeout=120)
     line = _one_line_error(r, "--sessions", "--plans", str(plans))
     assert "one per plan" in line and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["synth", "run", "p.yaml"], "finished tasks are kept: rerun the same command to resume"),
+    (["synth", "--debug", "export", "r", "--format", "moshi"], "the export is incomplete"),
+    (["synth", "validate", "r"], "interrupted"),
+])
+def test_the_interrupted_message_belongs_to_its_command(monkeypatch, capsys, argv, said):
+    """Only ``run`` resumes tasks: another command interrupted does not advise a resume it cannot do."""
+    from synth import cli
+
+    monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.setattr(cli.os, "_exit", lambda code: (_ for _ in ()).throw(SystemExit(code)))
+    with pytest.raises(SystemExit) as e:
+        cli._interrupted()
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 130 and err.startswith("interrupted") and said in err
+    assert ("resume" in err) == (argv[1] == "run")
