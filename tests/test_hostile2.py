@@ -552,3 +552,44 @@ def test_the_interrupted_message_belongs_to_its_command(monkeypatch, capsys, arg
     err = capsys.readouterr().err.strip()
     assert e.value.code == 130 and err.startswith("interrupted") and said in err
     assert ("resume" in err) == (argv[1] == "run")
+
+
+def test_view_answers_a_session_it_cannot_show_with_an_error_page(tmp_path, tmp_path_factory, capsys):
+    """A session whose audio does not decode: its picture and mix are a 500 page naming the session
+    and the cause (one line on stderr, no traceback); the index and the other sessions still work."""
+    import shutil
+    import threading
+    import urllib.error
+    import urllib.request
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from synth.inspection.viewer import make_server
+
+    run = tmp_path / "run"
+    shutil.copytree(small_run(tmp_path_factory), run)
+    shard = sorted((run / "shards" / "parquet").glob("*.parquet"))[0]
+    t = pq.read_table(shard)
+    rows = t.to_pylist()
+    flac = bytearray(rows[0]["user_audio"]["bytes"])
+    for i in range(200, len(flac), 997):
+        flac[i] ^= 0xFF
+    rows[0]["user_audio"]["bytes"] = bytes(flac)
+    pq.write_table(pa.Table.from_pylist(rows, schema=t.schema), shard)
+    broken, fine = rows[0]["session_id"], rows[1]["session_id"]
+    server = make_server(run)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        for path in (f"/preview/{broken}.png", f"/audio/{broken}/mix.flac"):
+            with pytest.raises(urllib.error.HTTPError) as e:
+                urllib.request.urlopen(url + path, timeout=60)
+            page = e.value.read().decode()
+            assert e.value.code == 500 and path in page and "cannot be shown" in page
+        assert urllib.request.urlopen(url + "/", timeout=60).status == 200
+        assert urllib.request.urlopen(f"{url}/preview/{fine}.png", timeout=120).status == 200
+    finally:
+        server.shutdown()
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("view: ") == 2 and broken in err

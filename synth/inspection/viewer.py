@@ -15,9 +15,11 @@ small LRU caches, so memory stays bounded on a run of any size.
 from __future__ import annotations
 
 import re
+import sys
 import threading
 from collections import OrderedDict
 from functools import partial
+from html import escape
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
@@ -188,7 +190,19 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._send(st.picture(m.group(1)), "image/png")
         except (BrokenPipeError, ConnectionResetError):
             return None
+        except Exception as e:  # noqa: BLE001 - a session that cannot be shown is an error page; the server goes on
+            return self._failed(path, e)
         self._send(b"not found", "text/plain", HTTPStatus.NOT_FOUND)
+
+    def _failed(self, path: str, e: Exception) -> None:
+        """One line on stderr and a 500 page naming what could not be shown and why."""
+        from ..errors import short_error
+
+        line = short_error(e)
+        sys.stderr.write(f"view: {path}: {line}\n")
+        body = (f"<!doctype html><meta charset=utf-8><title>cannot show {escape(path)}</title>"
+                f"<p>{escape(path)} cannot be shown: {escape(line)}</p><p><a href='/'>all sessions</a></p>")
+        self._send(body.encode("utf-8"), "text/html; charset=utf-8", HTTPStatus.INTERNAL_SERVER_ERROR)
 
 
 def make_server(run_dir: str | Path, port: int = 0, host: str = "127.0.0.1") -> ThreadingHTTPServer:
