@@ -593,3 +593,35 @@ def test_view_answers_a_session_it_cannot_show_with_an_error_page(tmp_path, tmp_
         server.shutdown()
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.count("view: ") == 2 and broken in err
+
+
+def test_a_killed_worker_fails_only_its_own_task_naming_the_signal(tmp_path):
+    """Run integrity: SIGKILL of one pool worker (what the OOM killer does) fails the task it was
+    running, with the signal named; the other tasks finish; a rerun completes the run."""
+    import os
+    import signal
+    import time
+
+    out = tmp_path / "killed-worker"
+    run = _start_run(out, "--sessions", "8", "--workers", "2")  # 2 tasks (4 sessions per shard)
+    _wait_for_lock(out, run)
+
+    def workers():
+        return [int(d) for d in os.listdir("/proc") if d.isdigit()
+                and (st := _proc_stat(int(d))) is not None and int(st[1]) == run.pid]
+
+    t0 = time.time()
+    while len(workers()) < 2 and time.time() - t0 < 60:
+        time.sleep(0.1)
+    time.sleep(1.0)  # both are inside their tasks
+    victim = min(workers())
+    os.kill(victim, signal.SIGKILL)
+    assert run.wait(timeout=300) == 1
+    err = run.stderr.read()
+    failed = [x for x in err.splitlines() if " failed:" in x and x.startswith("task ")]
+    assert len(failed) == 1 and "killed by SIGKILL" in failed[0] and "OOM" in failed[0], err[-2000:]
+    assert "1 of 2 tasks failed" in err and "Traceback" not in err
+    assert len(list((out / "tasks").glob("*.done.json"))) == 1  # the other task finished
+    again = synth("run", ROOT / "pipelines" / "demo-espeak.yaml", "--sessions", "8", "--out", out, timeout=300)
+    assert "done 8 sessions" in again.stdout + again.stderr
+    synth("validate", out)

@@ -223,15 +223,37 @@ def execute(spec: RunSpec, kind: str, workers: int, ray_address: str | None = No
             except Exception as e:  # noqa: BLE001 - reported per task, the others still run
                 failed[r] = _one_line(e)
         return failed
-    from concurrent.futures import as_completed
+    todo = list(ranks)
+    while todo:  # a pool broken by a killed worker: that worker's task fails, the others run again
+        todo = _pool_round(spec, todo, workers, done, failed)
+    return failed
 
-    pool = ProcessPoolExecutor(max_workers=workers, initializer=_worker_signals, initargs=(os.getpid(),))
+
+def _pool_round(spec: RunSpec, ranks: list[int], workers: int, done, failed: dict[int, str]) -> list[int]:
+    """Run ``ranks`` in a process pool; returns the ranks to run again in a new pool when a worker
+    was killed (by a signal: SIGKILL from the OOM killer, SIGSEGV) while running its task, which
+    then fails naming the signal. A pool broken with no killed worker to blame fails every rank
+    it had not finished."""
+    import multiprocessing
+    from concurrent.futures import as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    ctx = multiprocessing.get_context()
+    started = ctx.SimpleQueue()
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_signals,
+                               initargs=(os.getpid(), started))
+    broken: list[int] = []
+    procs: dict[int, object] = {}  # every worker process the pool had, to read how each ended
     try:
         futures = {pool.submit(_pool_task, spec, r): r for r in ranks}
+        procs.update(pool._processes or {})
         for f in as_completed(futures):
+            procs.update(pool._processes or {})
             try:
                 done(f.result())
-            except Exception as e:  # noqa: BLE001 - a dead worker breaks the pool: all report
+            except BrokenProcessPool:
+                broken.append(futures[f])
+            except Exception as e:  # noqa: BLE001 - reported per task, the others still run
                 failed[futures[f]] = _one_line(e)
     except BaseException:
         # Ctrl-C or SIGTERM of the driver: stop the workers now (each aborts its temporaries),
@@ -240,14 +262,38 @@ def execute(spec: RunSpec, kind: str, workers: int, ray_address: str | None = No
             proc.terminate()
         pool.shutdown(wait=True, cancel_futures=True)
         raise
+    procs.update(pool._processes or {})
     pool.shutdown(wait=True)
-    return failed
+    if not broken:
+        return []
+    rank_of: dict[int, int] = {}
+    while not started.empty():
+        pid, rank = started.get()
+        rank_of[pid] = rank  # a worker's last task
+    killed = {rank_of[p.pid]: -p.exitcode for p in procs.values()
+              if p.exitcode is not None and p.exitcode < 0 and p.pid in rank_of and rank_of[p.pid] in broken}
+    if not killed:
+        for r in broken:
+            failed[r] = "BrokenProcessPool: a worker process ended abruptly (no signal to name)"
+        return []
+    for r, sig in killed.items():
+        failed[r] = _killed_message(sig)
+    return [r for r in broken if r not in killed]
+
+
+def _killed_message(sig: int) -> str:
+    import signal
+
+    name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else f"signal {sig}"
+    why = (" (the kernel's OOM killer sends it when memory runs out: see dmesg; fewer workers need less)"
+           if sig == signal.SIGKILL else "")
+    return f"its worker was killed by {name}{why}; the other tasks went on"
 
 
 _IN_TASK = {"on": False}
 
 
-def _worker_signals(driver_pid: int | None = None) -> None:
+def _worker_signals(driver_pid: int | None = None, started=None) -> None:
     """Pool workers: the driver alone handles Ctrl-C; SIGTERM (the driver stopping them) aborts
     the running task, so its temporary files go, or exits an idle worker quietly. On Linux the
     kernel also sends SIGTERM when the driver dies (even by SIGKILL), so no worker is left to
@@ -264,6 +310,7 @@ def _worker_signals(driver_pid: int | None = None) -> None:
 
     signal.signal(signal.SIGTERM, on_term)
     _die_with(driver_pid, signal.SIGTERM)
+    _STARTED["queue"] = started
 
 
 def _die_with(driver_pid: int | None, sig: int) -> None:
@@ -281,7 +328,12 @@ def _die_with(driver_pid: int | None, sig: int) -> None:
         os._exit(128 + int(sig))
 
 
+_STARTED: dict = {"queue": None}  # a pool worker says which task it starts (pid, rank): the driver names a killed one's
+
+
 def _pool_task(spec: RunSpec, rank: int) -> TaskStats:
+    if _STARTED["queue"] is not None:
+        _STARTED["queue"].put((os.getpid(), rank))
     _IN_TASK["on"] = True
     try:
         return run_task(spec, rank)
