@@ -15,6 +15,10 @@ not measured. Not a test: the numbers move with the content.
 from __future__ import annotations
 
 import argparse
+import datetime
+import os
+import platform
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -55,7 +59,11 @@ def main() -> None:
     from synth.backends.cpu import describe
     from synth.inspection.diversity import diversity
 
-    print(f"# bench/diversity.py --sessions {a.sessions} --pipeline {a.pipeline.name}")
+    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    print(f"# bench/diversity.py --sessions {a.sessions} --pipeline {a.pipeline.name}, {datetime.date.today()}, "
+          f"commit {rev or '?'}")
+    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
+          f"load average {os.getloadavg()[0]:.1f} at start")
     print(f"cpu: {describe()}")
     t0 = time.perf_counter()
     texts = plan_texts(a.pipeline, a.sessions)
