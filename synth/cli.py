@@ -347,16 +347,14 @@ def _decorated_plans(cfg, engine, jobs: list, run_seed: int) -> tuple[list[dict]
 
 def _print_transcripts(plans: list[dict]) -> None:
     """``plan --text``: the transcripts, then the diversity figures of the plans."""
-    from .inspection.diversity import diversity, plan_utterances
+    from .inspection.diversity import diversity, diversity_lines, plan_text
     from .inspection.transcript import transcript
     from .schema.plan import Plan
 
     models = [Plan.model_validate(p) for p in plans]
     typer.echo("\n\n".join(transcript(p) for p in models))
-    d = diversity(plan_utterances(p) for p in models)
-    console.print(f"{d['sessions']} plans: distinct system utterances {d['distinct_system_utterances']:.3f}, "
-                  f"distinct system bigrams {d['distinct_system_bigrams']:.3f}, most common opening in "
-                  f"{d['top_opening_share']:.1%} of sessions", highlight=False)
+    for line in diversity_lines(diversity(plan_text(p) for p in models), "plans"):
+        console.print(line, highlight=False, markup=False)
 
 
 @app.command()

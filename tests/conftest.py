@@ -37,6 +37,7 @@ SLOW_TESTS = {
     "test_render_spec_holds_every_draw", "test_an_edited_draw_is_what_gets_rendered",
     "test_kokoro_session_rerenders_byte_identical", "test_plans_file_round_trips_to_the_same_shards",
     "test_bad_plans_become_rejects_and_a_bad_file_is_one_line",
+    "test_plan_text_prints_the_scale_aware_figures",  # test_diversity: plans 1,000 sessions in a subprocess
 }
 
 

@@ -67,6 +67,11 @@ def test_report_html_embeds_its_plots_and_matches_the_run(run_dir, tmp_path):
     assert "content diversity" in r.stdout and "distinct system bigrams" in html
     assert div["sessions"] == rep["sessions"] and div["system_utterances"] >= 2 * rep["sessions"]
     assert 0 < div["distinct_system_bigrams"] <= 1 and 0 < div["distinct_system_utterances"] <= 1
+    # the scale-aware figures: no fixed-size sample in 5 sessions, templates from the records' planner_meta
+    assert div["sample_sessions"] == 1000 and div["sample_distinct_system_utterances"] is None
+    assert 0 < div["top_template_share"] <= 1 and div["system_templates"] <= div["system_utterances"]
+    assert div["new_bigrams_per_block"] == [] and "{" in "".join(t["template"] for t in div["top_templates"])
+    assert "most used de-slotted system template" in r.stdout and "de-slotted template" in html
 
 
 def test_measured_gaps_follow_the_clock_rules(run_dir):

@@ -182,6 +182,11 @@ def _fmt(x) -> str:
     return f"{x:.1f}" if isinstance(x, float) else str(x)
 
 
+def _fmt3(x) -> str:
+    """A ratio to three places; a figure not measured (``None``) as a dash."""
+    return "–" if x is None else f"{x:.3f}"
+
+
 def render_html(rep: dict, figs: dict[str, bytes]) -> str:
     """A self-contained page: tables and every plot embedded as a data URI."""
     def img(name: str) -> str:
@@ -216,10 +221,15 @@ def render_html(rep: dict, figs: dict[str, bytes]) -> str:
                ["language", "quantity", "published figure", "published", "measured", "measured as", "source"]),
         "<h2>What the conversations say (CONTENT.md diversity)</h2>",
         _table([[k, d["sessions"], d["distinct_system_utterances"], d["distinct_system_bigrams"],
-                 f"{d['top_opening_share']:.1%}", html.escape(d["top_opening"])]
+                 _fmt3(d.get("sample_distinct_system_utterances")), _fmt3(d.get("sample_distinct_system_bigrams")),
+                 f"{d['top_opening_share']:.1%}", html.escape(d["top_opening"]),
+                 f"{d.get('top_template_share', 0):.2%}", html.escape(d.get("top_template", ""))]
                 for k, d in rep.get("diversity", {}).items() if k != "targets"],
-               ["sessions", "n", "distinct system utterances (≥ 0.6)", "distinct system bigrams (≥ 0.35)",
-                "most common opening (≤ 1 %)", "that opening"]),
+               ["sessions", "n", "distinct system utterances, whole run", "distinct system bigrams, whole run",
+                f"utterances, {_sample_size(rep)} sessions (≥ 0.6)", f"bigrams, {_sample_size(rep)} sessions (≥ 0.35)",
+                "most common opening (≤ 1 %)", "that opening", "most used de-slotted system template (≤ 0.5 %)",
+                "that template"]),
+        _diversity_notes(rep),
         "<h2>Backchannel and filler rates</h2>",
         _table(rate_rows, ["language", "user backchannels / system-speech min", "target",
                            "fillers / 100 en words (target 1.5–3)", "fillers / 100 zh words (target ≈1.1)", "words"]),
@@ -243,13 +253,33 @@ def render_html(rep: dict, figs: dict[str, bytes]) -> str:
 
 def _diversity(recs) -> dict:
     """CONTENT.md's diversity figures, over all sessions and per language, with the targets."""
-    from .diversity import TARGETS, diversity, record_utterances
+    from .diversity import TARGETS, diversity, record_text
 
-    out = {"all": diversity(record_utterances(r) for r in recs)}
+    texts = [record_text(r) for r in recs]
+    out = {"all": diversity(texts)}
     for lang in sorted({r.language for r in recs}):
-        out[lang] = diversity(record_utterances(r) for r in recs if r.language == lang)
+        out[lang] = diversity(t for t, r in zip(texts, recs) if r.language == lang)
     out["targets"] = TARGETS
     return out
+
+
+def _sample_size(rep: dict) -> str:
+    return f"{rep.get('diversity', {}).get('all', {}).get('sample_sessions', 1000):,}"
+
+
+def _diversity_notes(rep: dict) -> str:
+    """Under the diversity table: the most used templates of the run and the growth of its bigrams."""
+    d = rep.get("diversity", {}).get("all")
+    if not d or "top_templates" not in d:
+        return ""
+    rows = _table([[f"{t['share']:.2%}", t["count"], html.escape(t["template"])] for t in d["top_templates"]],
+                  ["share of system lines", "lines", "de-slotted template"])
+    growth = d["new_bigrams_per_block"]
+    grown = (f"<p>New distinct system bigrams per {d['growth_block_sessions']:,} sessions (session-id order): "
+             + ", ".join(f"{x:,}" for x in growth) + "</p>") if growth else ""
+    return (f"<p>Fixed size: {d['sample_sessions']:,} sessions drawn by session id (empty below that run size); "
+            f"{d['system_templates']:,} de-slotted templates over {d['system_utterances']:,} system lines.</p>"
+            + rows + grown)
 
 
 def write_report(run: RunFolder, html_path: Path) -> dict:
@@ -308,14 +338,25 @@ def print_summary(rep: dict, console) -> None:
     console.print(t)
     for k, v in rep.get("citations", {}).items():
         console.print(escape(f"[{k}] {v}"), highlight=False)
-    t = Table(title="content diversity (CONTENT.md: utterances >= 0.6, bigrams >= 0.35, top opening <= 1 %)")
-    for c in ("sessions", "n", "distinct system utterances", "distinct system bigrams", "top opening share"):
+    t = Table(title=f"content diversity (CONTENT.md: utterances >= 0.6, bigrams >= 0.35, top opening <= 1 %, on "
+                    f"{_sample_size(rep)} sessions; issue 32: top template <= 0.5 %)")
+    for c in ("sessions", "n", "distinct system utterances, whole run", "distinct system bigrams, whole run",
+              f"utterances, {_sample_size(rep)} sessions", f"bigrams, {_sample_size(rep)} sessions",
+              "top template share", "top opening share"):
         t.add_column(c)
     for k, d in rep.get("diversity", {}).items():
         if k != "targets":
             t.add_row(k, str(d["sessions"]), f"{d['distinct_system_utterances']:.3f}",
-                      f"{d['distinct_system_bigrams']:.3f}", f"{d['top_opening_share']:.1%}")
+                      f"{d['distinct_system_bigrams']:.3f}", _fmt3(d.get("sample_distinct_system_utterances")),
+                      _fmt3(d.get("sample_distinct_system_bigrams")), f"{d.get('top_template_share', 0):.2%}",
+                      f"{d['top_opening_share']:.1%}")
     console.print(t)
+    d = rep.get("diversity", {}).get("all")
+    if d and "top_templates" in d:
+        from .diversity import diversity_lines
+
+        for line in diversity_lines(d)[2:]:  # the template and the growth; the table has the rest
+            console.print(escape(line), highlight=False)
     console.print("actions: " + ", ".join(f"{k} {v:.1%}" for k, v in rep["action_balance"].items()))
     flat = {pid: n for fam in rep["phenomena"].values() for pid, n in fam.items()}
     console.print(f"phenomena: {sum(1 for n in flat.values() if n)} of {len(flat)} items seen; missing: "
