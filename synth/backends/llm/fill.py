@@ -31,6 +31,8 @@ from ...schema.plan import Plan, PlannedEvent
 from ...schema.seed import ScenarioSeed
 from ...text import CJK, tokenize
 from . import budget
+from .client import Reply
+from .converse import converse
 from .prompt import LANG_RULE, _pick_examples, examples, schema_block, scenario_block, template
 from .schema import BACKCHANNEL_MAX, SYSTEM_MAX, USER_MAX, LLMPlan, _MARKUP, _LATIN, to_plan, words_of
 
@@ -334,60 +336,80 @@ def fill_plan(planner, seed: ScenarioSeed, session_id: str, rng: np.random.Gener
     """One session in mode fill (see the module docstring); raises ``SessionReject`` when it cannot."""
     from ..scripted_planner import ScriptedPlanner
 
-    cfg, client = planner.cfg, planner.client
+    cfg = planner.cfg
     structure = ScriptedPlanner().plan(seed, session_id, rng)  # the structure, then this mode's own draws
     ex_ids = _pick_examples(seed, cfg.examples, rng)
     request_seed = int(rng.integers(0, 2**31 - 1))
     lang = cfg.prompt_language if cfg.prompt_language != "auto" else ("zh" if seed.language == "zh" else "en")
-    items, anchors = build_items(structure, lang)
-    event_ids = {e.id for e in structure.events}
-    max_tokens = budget.fill_reply_tokens([(it.max_chars, it.lang) for it in items])
-    texts: dict[str, str] = {}
-    todo, follow_up = list(items), []
-    errors: list[str] = []
-    cuts = 0
-    for attempt in range(1, cfg.max_attempts + 1):
-        schema = fill_schema(todo)
+    asking = _FillRequest(planner.client, seed, structure, ex_ids, lang, request_seed)
+    done = converse(asking, cfg.max_attempts)
+    if done.result is None:
+        raise SessionReject("plan", "llm_invalid_fill",
+                            f"{cfg.max_attempts} attempts; last: " + "; ".join(done.errors[:4])[:600])
+    meta = {"mode": "fill", "prompt_version": cfg.prompt, "model": cfg.model,
+            "response_format": done.reply.mode, "examples": ex_ids, "attempts": done.attempts,
+            "cut_replies": done.cuts, "structure_planner": structure.planner,
+            "structure_meta": structure.planner_meta}
+    try:
+        return assemble(structure, done.result, asking.anchors, planner.name, meta)
+    except ValueError as e:
+        raise SessionReject("plan", "llm_fill_invalid", short_error(e)[:300]) from None
 
-        def messages_for(mode: str, schema=schema, follow_up=follow_up) -> list[dict]:
-            return fill_messages(seed, ex_ids, lang, items, None if mode == "json_schema" else schema) + follow_up
 
-        reply = client.complete(messages_for, schema, request_seed, max_tokens, "fill")
-        cut = reply.finish_reason == "length"
-        got, errors = parse_reply(reply.content, todo, cut)
-        for it in todo:
+class _FillRequest:
+    """Mode fill's request for the texts of a structure (``converse``): the pairs a reply gets
+    right are kept; a cut reply asks for the rest in fewer words, a failing one is sent back with
+    its errors and asked for the rest. A complete set whose languages do not fit the session is
+    asked for again whole."""
+
+    def __init__(self, client, seed: ScenarioSeed, structure: Plan, ex_ids: list[str], lang: str, request_seed: int):
+        self.client, self.seed, self.structure, self.ex_ids, self.lang = client, seed, structure, ex_ids, lang
+        self.request_seed = request_seed
+        self.items, self.anchors = build_items(structure, lang)
+        self.event_ids = {e.id for e in structure.events}
+        self.max_tokens = budget.fill_reply_tokens([(it.max_chars, it.lang) for it in self.items])
+        self.texts: dict[str, str] = {}
+        self.todo, self.missing, self.follow_up = list(self.items), list(self.items), []
+
+    def ask(self) -> Reply:
+        schema, follow_up = fill_schema(self.todo), self.follow_up
+
+        def messages_for(mode: str) -> list[dict]:
+            return fill_messages(self.seed, self.ex_ids, self.lang, self.items,
+                                 None if mode == "json_schema" else schema) + follow_up
+
+        return self.client.complete(messages_for, schema, self.request_seed, self.max_tokens, "fill")
+
+    def judge(self, reply: Reply):
+        got, errors = parse_reply(reply.content, self.todo, reply.finish_reason == "length")
+        for it in self.todo:
             if it.key in got:
-                bad = check_item(it, got[it.key], seed.language)
+                bad = check_item(it, got[it.key], self.seed.language)
                 errors += bad
                 if not bad:
-                    texts[it.key] = " ".join(got[it.key].split())
-        missing = [it for it in items if it.key not in texts]
-        if not missing:
-            errors = session_language_errors(texts, structure)
-            if not errors:
-                meta = {"mode": "fill", "prompt_version": cfg.prompt, "model": cfg.model,
-                        "response_format": reply.mode, "examples": ex_ids, "attempts": attempt,
-                        "cut_replies": cuts, "structure_planner": structure.planner,
-                        "structure_meta": structure.planner_meta}
-                try:
-                    return assemble(structure, texts, anchors, planner.name, meta)
-                except ValueError as e:
-                    raise SessionReject("plan", "llm_fill_invalid", short_error(e)[:300]) from None
-            texts = {k: v for k, v in texts.items() if k not in event_ids}  # every line again
-            missing = [it for it in items if it.key not in texts]
-        if cut:  # a cut reply: the complete pairs are kept, the rest is asked for shorter
-            cuts += 1
-            todo = [_shorter(it) for it in missing]
-            follow_up = [{"role": "user", "content": _continue(texts, todo, lang)}] if texts else []
-            if follow_up:
-                written = {it.name: texts[it.key] for it in items if it.key in texts}
-                follow_up = [{"role": "assistant", "content": json.dumps(written, ensure_ascii=False)}] + follow_up
-            continue
-        todo = missing
-        follow_up = [{"role": "assistant", "content": reply.content},
-                     {"role": "user", "content": _repair(errors, todo, lang)}]
-    raise SessionReject("plan", "llm_invalid_fill",
-                        f"{cfg.max_attempts} attempts; last: " + "; ".join(errors[:4])[:600])
+                    self.texts[it.key] = " ".join(got[it.key].split())
+        self.missing = [it for it in self.items if it.key not in self.texts]
+        if self.missing:
+            return None, errors
+        errors = session_language_errors(self.texts, self.structure)
+        if not errors:
+            return self.texts, []
+        self.texts = {k: v for k, v in self.texts.items() if k not in self.event_ids}  # every line again
+        self.missing = [it for it in self.items if it.key not in self.texts]
+        return None, errors
+
+    def shorter(self, reply: Reply) -> None:
+        """The complete pairs are kept, the rest is asked for shorter."""
+        self.todo = [_shorter(it) for it in self.missing]
+        self.follow_up = [{"role": "user", "content": _continue(self.texts, self.todo, self.lang)}] if self.texts else []
+        if self.follow_up:
+            written = {it.name: self.texts[it.key] for it in self.items if it.key in self.texts}
+            self.follow_up = [{"role": "assistant", "content": json.dumps(written, ensure_ascii=False)}] + self.follow_up
+
+    def repair(self, reply: Reply, errors: list[str]) -> None:
+        self.todo = self.missing
+        self.follow_up = [{"role": "assistant", "content": reply.content},
+                          {"role": "user", "content": _repair(errors, self.todo, self.lang)}]
 
 
 def _shorter(it: Item) -> Item:

@@ -35,6 +35,7 @@ from ...schema.plan import Plan
 from ...schema.seed import ScenarioSeed
 from . import budget
 from .client import ChatClient, Reply
+from .converse import converse
 from .prompt import (Brief, draw_brief, outline_system_prompt, outline_user_prompt, plan_max_tokens,
                      plan_system_prompt, plan_user_prompt, repair_prompt)
 from .schema import (LLMOutlines, check_plan, fmt_errors, outline_schema, parse_plan,
@@ -99,39 +100,17 @@ class LLMPlanner:
         cfg = self.cfg
         brief = draw_brief(seed, cfg, rng)
         outline, prob, n_outlines, o_mode = self._outline(seed, brief, rng)
-        allowed = brief.allowed(seed)  # must-appear, optional and pipeline-added: all listed in the prompt
-        history: list[dict] = []
-        errors: list[str] = []
-        max_tokens = plan_max_tokens(brief)
-        cuts = 0
-        for attempt in range(1, cfg.max_attempts + 1):
-            schema = plan_schema(seed, brief.max_events, sorted(allowed))
-
-            def messages_for(mode: str, brief=brief, schema=schema) -> list[dict]:
-                sys = plan_system_prompt(seed, brief, None if mode == "json_schema" else schema)
-                return [{"role": "system", "content": sys},
-                        {"role": "user", "content": plan_user_prompt(brief, outline)}, *history]
-
-            reply = self.client.complete(messages_for, schema, brief.request_seed, max_tokens, "plan")
-            if reply.finish_reason == "length":
-                # a cut reply is lost JSON: ask for less, never for the same again
-                cuts += 1
-                errors = [f"reply: cut at max_tokens ({reply.max_tokens}) after {len(reply.content)} characters"]
-                brief, history = brief.shorter(), []
-                max_tokens = max(max_tokens, plan_max_tokens(brief))
-                continue
-            plan, errors = self._usable(reply, seed, brief, session_id, allowed)
-            if plan is not None:
-                meta = {"mode": "plan", "prompt_version": cfg.prompt, "model": cfg.model,
-                        "response_format": reply.mode, "examples": list(brief.example_ids), "attempts": attempt,
-                        "cut_replies": cuts, "outlines": n_outlines, "outline": outline,
-                        "outline_probability": prob, "outline_response_format": o_mode,
-                        "exchanges": brief.exchanges, "required_phenomena": list(brief.required)}
-                return plan.model_copy(update={"planner_meta": meta})
-            history = [{"role": "assistant", "content": reply.content},
-                       {"role": "user", "content": repair_prompt(errors, brief.prompt_language)}]
-        raise SessionReject("plan", "llm_invalid_plan",
-                            f"{cfg.max_attempts} attempts; last: " + "; ".join(errors[:4])[:600])
+        asking = _PlanRequest(self, seed, brief, outline, session_id)
+        done = converse(asking, cfg.max_attempts)
+        if done.result is None:
+            raise SessionReject("plan", "llm_invalid_plan",
+                                f"{cfg.max_attempts} attempts; last: " + "; ".join(done.errors[:4])[:600])
+        meta = {"mode": "plan", "prompt_version": cfg.prompt, "model": cfg.model,
+                "response_format": done.reply.mode, "examples": list(asking.brief.example_ids),
+                "attempts": done.attempts, "cut_replies": done.cuts, "outlines": n_outlines, "outline": outline,
+                "outline_probability": prob, "outline_response_format": o_mode,
+                "exchanges": asking.brief.exchanges, "required_phenomena": list(asking.brief.required)}
+        return done.result.model_copy(update={"planner_meta": meta})
 
     def _outline(self, seed: ScenarioSeed, brief: Brief, rng: np.random.Generator):
         """``(outline, probability, how many were offered, response format)``; no outline with ``alternatives`` 1.
@@ -139,40 +118,10 @@ class LLMPlanner:
         One repair: a reply that fails is sent back with its errors, a cut one is asked again for
         fewer outlines. Still nothing usable: the plan is asked for without an outline.
         """
-        k = self.cfg.alternatives
-        if k <= 1:
+        if self.cfg.alternatives <= 1:
             return None, None, 0, None
-        lang = brief.prompt_language
-        history: list[dict] = []
-        for _ in range(2):
-            schema = outline_schema(k, budget.OUTLINE_CHARS[lang])
-
-            def messages_for(mode: str, k=k, schema=schema) -> list[dict]:
-                sys = outline_system_prompt(seed, brief, k, None if mode == "json_schema" else schema)
-                return [{"role": "system", "content": sys},
-                        {"role": "user", "content": outline_user_prompt(brief, k)}, *history]
-
-            reply = self.client.complete(messages_for, schema, brief.request_seed,
-                                         budget.outline_reply_tokens(k, lang), "outline")
-            if reply.finish_reason == "length":
-                k, history = max(1, k - 1 - k // 3), []
-                continue
-            obj, err = extract_json(reply.content)
-            outlines, errors = [], [f"reply: {err}"] if obj is None else []
-            if obj is not None:
-                try:
-                    raw = obj if isinstance(obj, dict) else {"outlines": obj}
-                    outlines = LLMOutlines.model_validate(raw).outlines[:k]
-                except ValidationError as e:
-                    errors = fmt_errors("", e)
-            if outlines:
-                p = np.array([max(o.probability, 0.0) for o in outlines], dtype=float)
-                p = p / p.sum() if p.sum() > 0 else np.full(len(outlines), 1 / len(outlines))
-                i = int(rng.choice(len(outlines), p=p))
-                return outlines[i].outline, round(float(outlines[i].probability), 4), len(outlines), reply.mode
-            history = [{"role": "assistant", "content": reply.content},
-                       {"role": "user", "content": repair_prompt(errors, lang, "outlines")}]
-        return None, None, 0, None
+        done = converse(_OutlineRequest(self.client, seed, brief, self.cfg.alternatives, rng), 2)
+        return done.result or (None, None, 0, None)
 
     def _usable(self, reply: Reply, seed: ScenarioSeed, brief: Brief, session_id: str, allowed: set[str]):
         """``(Plan, [])`` or ``(None, errors)`` for one complete reply."""
@@ -189,6 +138,87 @@ class LLMPlanner:
             return to_plan(p, seed, session_id, self.name, {}), []
         except ValueError as e:
             return None, [f"plan: {short_error(e)}"]
+
+
+class _PlanRequest:
+    """Mode plan's request for the whole plan (``converse``): a cut reply asks for fewer exchanges."""
+
+    def __init__(self, planner: LLMPlanner, seed: ScenarioSeed, brief: Brief, outline, session_id: str):
+        self.planner, self.seed, self.brief, self.outline, self.session_id = planner, seed, brief, outline, session_id
+        self.allowed = brief.allowed(seed)  # must-appear, optional and pipeline-added: all listed in the prompt
+        self.max_tokens = plan_max_tokens(brief)
+        self.history: list[dict] = []
+
+    def ask(self) -> Reply:
+        brief, outline, history = self.brief, self.outline, self.history
+        schema = plan_schema(self.seed, brief.max_events, sorted(self.allowed))
+
+        def messages_for(mode: str) -> list[dict]:
+            sys = plan_system_prompt(self.seed, brief, None if mode == "json_schema" else schema)
+            return [{"role": "system", "content": sys},
+                    {"role": "user", "content": plan_user_prompt(brief, outline)}, *history]
+
+        return self.planner.client.complete(messages_for, schema, brief.request_seed, self.max_tokens, "plan")
+
+    def judge(self, reply: Reply):
+        if reply.finish_reason == "length":
+            return None, [f"reply: cut at max_tokens ({reply.max_tokens}) after {len(reply.content)} characters"]
+        return self.planner._usable(reply, self.seed, self.brief, self.session_id, self.allowed)
+
+    def shorter(self, reply: Reply) -> None:
+        self.brief, self.history = self.brief.shorter(), []
+        self.max_tokens = max(self.max_tokens, plan_max_tokens(self.brief))
+
+    def repair(self, reply: Reply, errors: list[str]) -> None:
+        self.history = [{"role": "assistant", "content": reply.content},
+                        {"role": "user", "content": repair_prompt(errors, self.brief.prompt_language)}]
+
+
+class _OutlineRequest:
+    """Mode plan's request for ``k`` outlines (``converse``); a good reply is sampled by their
+    probabilities: ``(outline, probability, how many, response format)``."""
+
+    def __init__(self, client: ChatClient, seed: ScenarioSeed, brief: Brief, k: int, rng: np.random.Generator):
+        self.client, self.seed, self.brief, self.k, self.rng = client, seed, brief, k, rng
+        self.lang = brief.prompt_language
+        self.history: list[dict] = []
+
+    def ask(self) -> Reply:
+        k, history = self.k, self.history
+        schema = outline_schema(k, budget.OUTLINE_CHARS[self.lang])
+
+        def messages_for(mode: str) -> list[dict]:
+            sys = outline_system_prompt(self.seed, self.brief, k, None if mode == "json_schema" else schema)
+            return [{"role": "system", "content": sys},
+                    {"role": "user", "content": outline_user_prompt(self.brief, k)}, *history]
+
+        return self.client.complete(messages_for, schema, self.brief.request_seed,
+                                    budget.outline_reply_tokens(k, self.lang), "outline")
+
+    def judge(self, reply: Reply):
+        if reply.finish_reason == "length":
+            return None, []
+        obj, err = extract_json(reply.content)
+        if obj is None:
+            return None, [f"reply: {err}"]
+        try:
+            raw = obj if isinstance(obj, dict) else {"outlines": obj}
+            outlines = LLMOutlines.model_validate(raw).outlines[:self.k]
+        except ValidationError as e:
+            return None, fmt_errors("", e)
+        if not outlines:
+            return None, []
+        p = np.array([max(o.probability, 0.0) for o in outlines], dtype=float)
+        p = p / p.sum() if p.sum() > 0 else np.full(len(outlines), 1 / len(outlines))
+        i = int(self.rng.choice(len(outlines), p=p))
+        return (outlines[i].outline, round(float(outlines[i].probability), 4), len(outlines), reply.mode), []
+
+    def shorter(self, reply: Reply) -> None:
+        self.k, self.history = max(1, self.k - 1 - self.k // 3), []
+
+    def repair(self, reply: Reply, errors: list[str]) -> None:
+        self.history = [{"role": "assistant", "content": reply.content},
+                        {"role": "user", "content": repair_prompt(errors, self.lang, "outlines")}]
 
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
