@@ -41,26 +41,13 @@ from ..errors import SessionReject
 from ..schema.config import TimingLaws
 from ..schema.plan import Plan, PlannedEvent, PlannedWord, join_words
 from ..schema.turns import chain_turns, turn_up_to
-from ..schema.timeline import BackendMessage, PlacedEvent, PlacedWord, StateTime, Timeline, WorkItem
+from ..schema.timeline import PlacedEvent, PlacedWord, Timeline, WorkItem
 from ..backends.tts import Rendered, WordTime
-from .tape import Tape, conditioned, rng_source
+from . import delegation, onsets
+from .delegation import AUDIBLE, Work
+from .tape import Draw, Tape, conditioned, rng_source
 
-AUDIBLE = ("user", "system", "third_party")
 MIN_SELF_GAP_MS = 50  # one speaker never overlaps their own previous sound
-BACKCHANNEL_SPACING_MS = 800  # LABELS §3: >= 800 ms since the listener's last backchannel
-
-
-@dataclass(frozen=True)
-class Draw:
-    """One timing draw: ``value_ms`` of ``quantity``, measured from the sample ``anchor``,
-    drawn from its law conditioned on ``[lo_ms, hi_ms]``."""
-
-    quantity: str
-    event_id: str
-    anchor: int
-    value_ms: float
-    lo_ms: float = -math.inf
-    hi_ms: float = math.inf
 
 
 @dataclass
@@ -80,22 +67,6 @@ class _Slot:
 
 
 @dataclass
-class _Work:
-    """A delegated job while the clock places it: sample times, filled in as they are known."""
-
-    plan: object  # the PlannedWork
-    open: int
-    close: int
-    complete: int
-    backend: list = field(default_factory=list)
-    latency_lo_ms: float = -math.inf
-    inject: int | None = None
-    deliver_event: str | None = None
-    cancel: int | None = None
-    drop: int | None = None
-
-
-@dataclass
 class Placed:
     timeline: Timeline
     audio: dict[str, np.ndarray]  # event id -> audio as placed (truncated if cut)
@@ -111,7 +82,7 @@ class Clock:
         self.rng_for = rng_source(tape, rng_for)
         self.slots: dict[str, _Slot] = {}
         self.order: list[str] = []
-        self.work: dict[str, _Work] = {}
+        self.work: dict[str, Work] = {}
         self.draws: list[Draw] = []
         self.dropped: dict[str, str] = {}
         self.floor_guard = 0  # while redrawing a system onset: the end of the user turn it fell into
@@ -141,16 +112,16 @@ class Clock:
             if on is None:
                 continue
             on = self._outside_user_floor(ev, slot, on, rng)
-            slot.on = max(on, self._free(ev.speaker))
+            slot.on = max(on, self.free(ev.speaker))
             self.slots[ev.id] = slot
             self.order.append(ev.id)
             if ev.id in planned_work:
-                self._open_work(planned_work[ev.id], slot, rng)
+                delegation.open_work(self, planned_work[ev.id], slot, rng)
             if ev.id in self.cancels:
-                self._cancel(self.cancels[ev.id], slot)
+                delegation.cancel(self, self.cancels[ev.id], slot)
         return self._finish()
 
-    def _free(self, speaker: str) -> int:
+    def free(self, speaker: str) -> int:
         """Earliest onset for ``speaker``: their last sound as placed (cut events as cut) + 50 ms;
         for the system also the end of a user turn it must not start inside (``_outside_user_floor``)."""
         offs = [s.off for s in self.slots.values() if s.ev.speaker == speaker]
@@ -163,19 +134,22 @@ class Clock:
         if ev.speaker != "system" or ev.floor_intent == "none" or ev.relation == "continues":
             return on
         redraw = ev.relation in (None, "responds_to", "addresses_other") and ev.id not in self.progress
-        for _ in range(8):
-            if slot.overlap_ok:
-                return on
-            inside = [off for start, off in self._user_turns() if start < on < off]
-            if not inside:
-                return on
-            self.floor_guard = max(inside)
-            if not redraw:
-                break
-            if self.draws and self.draws[-1].event_id == ev.id:
-                self.draws.pop()
-            on = self._onset(ev, slot, rng)
-        self.floor_guard = 0
+        inside: list[int] = []
+        try:
+            for _ in range(8):
+                if slot.overlap_ok:
+                    return on
+                inside = [off for start, off in self._user_turns() if start < on < off]
+                if not inside:
+                    return on
+                self.floor_guard = max(inside)  # free("system") is at least this while redrawing
+                if not redraw:
+                    break
+                if self.draws and self.draws[-1].event_id == ev.id:
+                    self.draws.pop()
+                on = self._onset(ev, slot, rng)
+        finally:
+            self.floor_guard = 0
         return max(on, max(inside)) if inside else on
 
     def _user_turns(self) -> list[tuple[int, int]]:
@@ -183,7 +157,7 @@ class Clock:
         turns = chain_turns([self.slots[eid].ev for eid in self.order], "user")
         return [(min(self.slots[e.id].on for e in t), max(self.slots[e.id].off for e in t)) for t in turns]
 
-    def _drop(self, ev: PlannedEvent, why: str, stand_in: str | None) -> None:
+    def drop(self, ev: PlannedEvent, why: str, stand_in: str | None) -> None:
         self.dropped[ev.id] = why
         self.stand_in[ev.id] = stand_in
 
@@ -194,7 +168,7 @@ class Clock:
         if target not in self.dropped:
             return ev
         if ev.relation == "continues":
-            self._drop(ev, f"continues dropped {target}", self.stand_in[target])
+            self.drop(ev, f"continues dropped {target}", self.stand_in[target])
             return None
         while target in self.dropped:
             target = self.stand_in[target]
@@ -223,7 +197,7 @@ class Clock:
             latest = max((sl.on for sl in self.slots.values() if sl.ev.speaker in AUDIBLE), default=0)
             for e in block:  # the talk the plan puts before the results happened before they came
                 if e.attach_to in self.work:
-                    self._condition(e.attach_to, latest, "deliver")
+                    delegation.condition(self, e.attach_to, latest, "deliver")
             block.sort(key=lambda e: (self.work[e.attach_to].complete, e.id) if e.attach_to in self.work
                        else (0, e.id))
             for e in block:  # what follows the run follows the delivery spoken last
@@ -238,96 +212,37 @@ class Clock:
             if not self.order:
                 return self.ms(self.tape.take(ev.id, "lead_in", lambda: L.lead_in_ms.sample(rng)))
             anchor = max(s.off for s in self.slots.values())
-            lo = max(50.0, self.to_ms(self._free(ev.speaker) - anchor))
-            return self._draw("opening_gap", ev, L.user_gap_ms, anchor, rng, lo)
+            lo = max(50.0, self.to_ms(self.free(ev.speaker) - anchor))
+            return self.draw("opening_gap", ev, L.user_gap_ms, anchor, rng, lo)
         if ev.relation == "delivers_result_of":
-            return self._deliver(ev, slot, rng)
+            return delegation.deliver(self, ev, slot, rng)
         target = self.slots[ev.attach_to]
         if ev.relation == "responds_to" and self.run_end.get(ev.attach_to) in self.slots:
             target = self.slots[self.run_end[ev.attach_to]]
         if ev.relation == "continues":
             kind = ev.pause_before or "within_turn"
             law = {"long": L.long_pause_ms, "hesitation": L.hesitation_pause_ms}.get(kind, L.within_turn_pause_ms)
-            lo = self.to_ms(self._free(ev.speaker) - target.off)
-            return self._draw(f"{kind}_pause", ev, law, target.off, rng, lo)
+            lo = self.to_ms(self.free(ev.speaker) - target.off)
+            return self.draw(f"{kind}_pause", ev, law, target.off, rng, lo)
         if ev.relation == "interrupts":
-            return self._interrupt(ev, target, rng)
+            return onsets.interrupt(self, ev, target, rng)
         if ev.relation == "backchannels_on":
-            return self._backchannel(ev, slot, target, rng)
+            return onsets.backchannel(self, ev, slot, target, rng)
         if ev.id in self.progress:
-            self._progress(self.progress[ev.id], target)
+            delegation.progress(self, self.progress[ev.id], target)
         if ev.relation == "during":  # media, or a sound inside someone's speech
             return target.on + int(self.tape.take(ev.id, "during_at", lambda: rng.uniform(0.05, 0.6)) * len(target.audio))
-        return self._gap(ev, slot, target, rng)
+        return onsets.gap(self, ev, slot, target, rng)
 
-    def _draw(self, quantity: str, ev: PlannedEvent, sample, anchor: int, rng,
-              lo: float = -math.inf, hi: float = math.inf, shift: float = 0.0) -> int:
+    def draw(self, quantity: str, ev: PlannedEvent, sample, anchor: int, rng,
+             lo: float = -math.inf, hi: float = math.inf, shift: float = 0.0) -> int:
         """Onset ``anchor + x`` with ``x`` (ms) = ``shift`` + a draw of ``sample`` (a law, or a
         function of the generator), ``x`` conditioned on ``[lo, hi]``."""
         x = shift + self.tape.take(ev.id, quantity, lambda: conditioned(sample, rng, lo - shift, hi - shift))
         self.draws.append(Draw(quantity, ev.id, anchor, x, lo, hi))
         return anchor + self.ms(x)
 
-    def _gap(self, ev: PlannedEvent, slot: _Slot, target: _Slot, rng) -> int:
-        L = self.laws
-        zh = L.zh_gap_offset_ms if self.plan.language != "en" else 0.0
-        anchor = target.off
-        lo = self.to_ms(self._free(ev.speaker) - anchor)
-        if ev.speaker == "system":
-            if ev.act == "acknowledge":
-                return self._draw("ack_delay", ev, L.ack_delay_ms, anchor, rng, lo, shift=zh)
-            if target.ev.speaker == "user" and (ev.gap_kind == "early" or
-                                                (ev.act == "answer" and ev.gap_kind == "normal")):
-                return self._early_or_gap(ev, slot, target, rng, lo, zh)
-            if ev.gap_kind == "dispreferred":
-                return self._draw("system_gap_dispreferred", ev, lambda r: L.system_gap_ms.sample(r)
-                                  + L.dispreferred_extra_ms.sample(r), anchor, rng, lo, shift=zh)
-            return self._draw("system_gap", ev, L.system_gap_ms, anchor, rng, lo, shift=zh)
-        if ev.gap_kind == "silence":  # the user lets a silence fall: no overlap, a long-pause law on top
-            return self._draw("user_gap_silence", ev, lambda r: max(L.user_gap_ms.sample(r) + zh, 0.0)
-                              + L.long_pause_ms.sample(r), anchor, rng, lo)
-        if target.ev.speaker != "system":  # overlaps between user-side talkers are not authored here
-            return self._draw("side_gap", ev, L.user_gap_ms, anchor, rng, max(lo, 100.0), shift=zh)
-        return self._draw("user_gap", ev, L.user_gap_ms, anchor, rng,
-                          max(lo, -self.to_ms(len(target.audio)) / 2), shift=zh)
-
-    def _early_or_gap(self, ev: PlannedEvent, slot: _Slot, target: _Slot, rng, lo: float, zh: float) -> int:
-        """A system answer: the gap law with its early-start share (all early for ``gap_kind: early``),
-        an early start staying inside the user's last word and half the user's event."""
-        L = self.laws
-        p = 1.0 if ev.gap_kind == "early" else L.system_early_start_prob
-        last_word = target.off - target.on - (target.words[-1].on if target.words else 0)
-        deepest = self.to_ms(min(len(target.audio) // 2, last_word))
-
-        def sample(r):
-            return -L.system_early_start_ms.sample(r) if r.random() < p else L.system_gap_ms.sample(r) + zh
-
-        hi = 0.0 if ev.gap_kind == "early" else math.inf
-        on = self._draw("system_early_start" if ev.gap_kind == "early" else "system_gap", ev, sample,
-                        target.off, rng, max(lo, -deepest), hi)
-        if on < target.off:
-            slot.overlap_ok = True
-            if "latched_start" not in slot.phenomena:
-                slot.phenomena.append("latched_start")
-        return on
-
-    def _interrupt(self, ev: PlannedEvent, target: _Slot, rng) -> int:
-        L = self.laws
-        k = self._word(ev, target)
-        latency = self.ms(self.tape.take(ev.id, "stop_latency", lambda: L.stop_latency_ms.sample(rng)))
-        on = target.on + target.words[k].on + self.ms(
-            self.tape.take(ev.id, "interrupt_onset", lambda: L.interrupt_onset_ms.sample(rng)))
-        user_free = self._free(ev.speaker)
-        on = max(on, user_free, target.on + 1)
-        # the cut lands before the last word starts, so something is left unsaid (text_after_cut)
-        on = min(on, target.off - latency - self.ms(100), target.on + target.words[-1].on - latency - 1)
-        if on < max(user_free, target.on + 1):
-            raise SessionReject("place", "interrupt_unplaceable", f"{ev.id} on {target.ev.id}")
-        self.draws.append(Draw("stop_latency", ev.id, on, self.to_ms(latency)))
-        self._cut(target, on + latency - target.on, self.tape.take(ev.id, "cut_fade", lambda: L.cut_fade_ms.sample(rng)))
-        return on
-
-    def _word(self, ev: PlannedEvent, target: _Slot) -> int:
+    def word(self, ev: PlannedEvent, target: _Slot) -> int:
         """The attached word; the plan rules keep it in range, a rendering with fewer words is a reject."""
         k = ev.attach_word or 0
         if k >= len(target.words):
@@ -335,12 +250,12 @@ class Clock:
                                 f"{ev.id}: word {k} of {target.ev.id}, which has {len(target.words)}")
         return k
 
-    def _cut(self, slot: _Slot, at: int, fade_ms: float) -> None:
+    def cut(self, slot: _Slot, at: int, fade_ms: float) -> None:
         """Truncate ``slot`` at ``at`` samples from its start with a short fade (R4).
 
         What was anchored on the event's end moves with it: a delegation opened right after it
         opens at the spoken end (its latency kept); the speaker's next sound is measured from
-        the spoken end (``_free`` reads the slots as cut).
+        the spoken end (``free`` reads the slots as cut).
         """
         old_off = slot.off
         fade = self.ms(fade_ms)
@@ -358,157 +273,13 @@ class Clock:
             if item.plan.opened_by == slot.ev.id:
                 item.open, item.close, item.complete = item.open + shift, item.close + shift, item.complete + shift
 
-    def _backchannel(self, ev: PlannedEvent, slot: _Slot, target: _Slot, rng) -> int | None:
-        """Onset law from the end of the attached word, inside the target, with >= 700 ms of the
-        speaker's speech before it and >= 800 ms since the listener's last backchannel.
-
-        Word order tried: the planned word, the pause after a continued target, then the other
-        words nearest first. No room anywhere: the backchannel is dropped (it is not heard).
-        """
-        L = self.laws
-        law = L.backchannel_onset_ms
-        k = self._word(ev, target)
-        lo = max(self._speech_point(target, self.ms(L.backchannel_min_speech_ms)), self._free(ev.speaker))
-        last = [s.off for s in self.slots.values() if s.ev.speaker == ev.speaker and s.ev.relation == "backchannels_on"]
-        if last:
-            lo = max(lo, max(last) + self.ms(BACKCHANNEL_SPACING_MS))
-        inside = len(slot.audio) if ev.sound is None else len(slot.audio) // 2  # a laugh may run past the end
-        hi = target.off - inside
-        law_lo = -math.inf if law.low is None else law.low
-        law_hi = math.inf if law.high is None else law.high
-        n = len(target.words)
-        word = lambda j: (target.on + target.words[j].off, hi, -math.inf)  # noqa: E731
-        tries = [word(k)]
-        if target.ev.id in self.continued:  # into the speaker's pause that follows
-            tries.append((target.off, math.inf, 0.0))
-        for d in range(1, n):
-            tries += [word(j) for j in (k + d, k - d) if 0 <= j < n]
-        for anchor, top, floor in tries:
-            a = max(law_lo, floor, self.to_ms(lo - anchor))
-            b = min(law_hi, self.to_ms(top - anchor))
-            if a <= b:
-                return self._draw("backchannel_onset", ev, law, anchor, rng, a, b)
-        self._drop(ev, f"backchannel_no_room on {target.ev.id}", target.ev.id)
-        return None
-
-    def _speech_point(self, target: _Slot, need: int) -> int:
+    def speech_point(self, target: _Slot, need: int) -> int:
         """First sample of ``target`` by which its turn (the chain of ``continues`` before it
         included) has ``need`` samples of speech."""
         placed = {eid: s.ev for eid, s in self.slots.items()}
         before = sum(len(self.slots[e.id].audio) for e in turn_up_to(target.ev, placed)[:-1])
         return target.on + max(0, need - before)
 
-    # -- delegation ----------------------------------------------------------------------
-    def _open_work(self, w, ack: _Slot, rng) -> None:
-        """Open the item after ``ack``; backend completion = open + tool latency (R6)."""
-        L = self.laws
-        open_ = ack.off
-        if ack.ev.speaker != "system":  # opened silently after the user's request
-            open_ += self.ms(self.tape.take(f"work-{w.work_id}", "ack_delay", lambda: L.ack_delay_ms.sample(
-                self.rng_for(f"work-{w.work_id}-open"))))
-        close = open_ + max(1, self.ms(L.delegate_span_ms))
-        complete = open_ + self.ms(self.tape.take(f"work-{w.work_id}", "tool_latency", lambda: L.tool_latency_ms.sample(
-            self.rng_for(f"work-{w.work_id}"))))
-        self.work[w.work_id] = _Work(w, open_, close, max(complete, close + 1))
-
-    def _window(self, t: int, complete: int) -> int:
-        L = self.laws
-        return self.ms(max(L.gate_min_ms, L.gate_base_ms - L.gate_slope * (t - complete) * 1000 / self.sr))
-
-    def _gate(self, complete: int) -> int:
-        """First time >= complete at which every audible channel was silent for the gate window.
-
-        Tool latencies are conditioned so that the talk the plan puts before a delivery started
-        before its result came (``_condition``); the gate still never opens before that talk.
-        """
-        spans = [(s.on, s.off) for s in self.slots.values() if s.ev.speaker in AUDIBLE]
-        t = max([complete] + [on for on, _ in spans])
-        for _ in range(1000):
-            window = self._window(t, complete)
-            busy = [off for on, off in spans if on < t and off > t - window]
-            if not busy:
-                return t
-            t = max(t + 1, self._first_open(max(busy), complete))
-        raise SessionReject("place", "delivery_gate_never_opened")
-
-    def _first_open(self, off: int, complete: int) -> int:
-        """Earliest t with ``t - off >= window(t)``; the window shrinks as the result waits."""
-        L = self.laws
-        linear = (off + self.ms(L.gate_base_ms) + L.gate_slope * complete) / (1 + L.gate_slope)
-        return max(int(np.ceil(linear)), off + self.ms(L.gate_min_ms))
-
-    def _deliver(self, ev: PlannedEvent, slot: _Slot, rng) -> int | None:
-        """The result is injected when the gate opens and spoken a system gap later; a result
-        older than its time-to-live at that moment is dropped (``stale_drop``), never spoken."""
-        w = self.work[ev.attach_to]
-        inject = self._gate(w.complete)
-        if (inject - w.complete) > self.ms(self.laws.result_ttl_ms):
-            w.drop = w.complete + self.ms(self.laws.result_ttl_ms)
-            latest = max((s for s in self.slots.values() if s.ev.speaker in AUDIBLE), key=lambda s: s.off, default=None)
-            self._drop(ev, f"result_expired {ev.attach_to}", latest.ev.id if latest else None)
-            return None
-        lo = w.complete - self._window(w.complete, w.complete)
-        if any(s.ev.speaker in ("user", "third_party") and s.on < inject and s.off > lo
-               for s in self.slots.values()):
-            slot.phenomena.append("result_deferred")  # ready while the user side was talking
-        w.inject = inject
-        w.deliver_event = ev.id
-        kind = "error" if w.plan.outcome == "failure" else "result"
-        w.backend.append(BackendMessage(kind=kind, sample=inject,
-                                           text=f"<backend>{kind}: {w.plan.result_text}</backend>"))
-        return self._draw("delivery_gap", ev, self.laws.system_gap_ms, inject, rng,
-                          self.to_ms(self._free("system") - inject))
-
-    def _cancel(self, work_id: str, by: _Slot) -> None:
-        """The user's cancel (or superseding request) ends: the item is cancelled, its result dropped."""
-        w = self.work.get(work_id)
-        if w is None:
-            raise SessionReject("place", "cancel_before_open", work_id)
-        self._condition(work_id, by.on, "cancel")  # a result ready earlier would have been delivered
-        w.cancel = by.off
-        w.drop = max(by.off, w.complete)
-
-    def _progress(self, w, question: _Slot) -> None:
-        """The system polls the backend when the progress question ends; the work is still running."""
-        item = self.work.get(w.work_id)
-        if item is None:
-            raise SessionReject("place", "progress_before_open", w.work_id)
-        at = question.off
-        self._condition(w.work_id, at + self.ms(500), "progress")
-        if item.complete <= at:
-            raise SessionReject("place", "progress_after_completion", w.work_id)
-        item.backend.append(BackendMessage(kind="progress", sample=at,
-                                              text=f"<backend>progress: {w.progress_text}</backend>"))
-
-    def _condition(self, work_id: str, not_before: int, why: str) -> None:
-        """Redraw the item's tool latency from its law conditioned on completing at or after
-        ``not_before`` (what the plan says happened first). Past the law's upper bound the draw
-        stays; the gate then waits (and a result older than its time-to-live is dropped)."""
-        item = self.work[work_id]
-        low_ms = (not_before - item.open) * 1000 / self.sr
-        law = self.laws.tool_latency_ms
-        if law.high is not None and low_ms > law.high:
-            return
-        # a first draw already late enough is kept: either way the latency follows law | >= low
-        item.latency_lo_ms = max(item.latency_lo_ms, low_ms)
-        if item.complete >= not_before:
-            return
-        x = self.tape.take(f"work-{work_id}", f"tool_latency_{why}",
-                           lambda: conditioned(law, self.rng_for(f"work-{work_id}-{why}"), lo=low_ms))
-        item.complete = item.open + max(self.ms(x), not_before - item.open)
-
-    def _states(self, w: "_Work", deliver: _Slot | None) -> list[StateTime]:
-        done = "FAILED" if w.plan.outcome == "failure" else "COMPLETED"
-        states = [("QUEUED", w.open), ("RUNNING", w.close)]
-        if w.cancel is not None:
-            if w.complete <= w.cancel:
-                states.append((done, w.complete))
-            states += [("CANCELLING", w.cancel), ("CANCELLED", w.drop)]
-        else:
-            states.append((done, w.complete))
-            if deliver is not None:
-                states += [("DELIVERING", deliver.on), ("DELIVERED", deliver.off)]
-        return [StateTime(state=k, sample=v) for k, v in states]
 
     # -- output --------------------------------------------------------------------------
     def _finish(self) -> Placed:
@@ -539,7 +310,7 @@ class Clock:
                 complete_sample=w.complete, inject_sample=w.inject,
                 deliver_sample=deliver.on if deliver else None,
                 delivered_sample=deliver.off if deliver else None, stale=deliver is None,
-                states=self._states(w, deliver), outcome=p.outcome, cancel_sample=w.cancel,
+                states=delegation.work_states(self, w, deliver), outcome=p.outcome, cancel_sample=w.cancel,
                 drop_sample=(w.drop if w.drop is not None else w.complete) if deliver is None else None,
                 backend=sorted(w.backend, key=lambda m: m.sample),
             ))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Callable
 
@@ -19,6 +20,18 @@ from ..errors import SessionReject
 from ..schema.dist import LogNormal, Normal, Uniform, _Bounded
 
 REJECTION_TRIES = 400
+
+@dataclass(frozen=True)
+class Draw:
+    """One timing draw: ``value_ms`` of ``quantity``, measured from the sample ``anchor``,
+    drawn from its law conditioned on ``[lo_ms, hi_ms]``."""
+
+    quantity: str
+    event_id: str
+    anchor: int
+    value_ms: float
+    lo_ms: float = -math.inf
+    hi_ms: float = math.inf
 
 
 class NoDraws:
