@@ -23,3 +23,19 @@ def synth(*args, check: bool = True, cwd: Path = ROOT, timeout: float = 600, pyt
     if check and r.returncode != 0:
         raise AssertionError(r.stderr[-3000:])
     return r
+
+
+def flip_flac(shard: Path) -> list[dict]:
+    """Bit-flip the user FLAC of the shard's first row (the row rewritten, the Parquet file sound);
+    returns the shard's rows as written."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(shard)
+    rows = t.to_pylist()
+    b = bytearray(rows[0]["user_audio"]["bytes"])
+    for i in range(200, len(b), 997):
+        b[i] ^= 0xFF
+    rows[0]["user_audio"]["bytes"] = bytes(b)
+    pq.write_table(pa.Table.from_pylist(rows, schema=t.schema), shard)
+    return rows

@@ -7,12 +7,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from helpers import ROOT
+from helpers import ROOT, flip_flac
 from helpers import synth as run_synth
 
 
@@ -43,17 +41,6 @@ def digest(out: Path) -> dict:
 @pytest.fixture(scope="module")
 def good(tmp_path_factory):
     return make_run(tmp_path_factory.mktemp("good") / "out")
-
-
-def flip_flac(shard: Path) -> None:
-    """Bit-flip the user FLAC of the shard's first row (the row rewritten, the Parquet file sound)."""
-    t = pq.read_table(shard)
-    rows = t.to_pylist()
-    b = bytearray(rows[0]["user_audio"]["bytes"])
-    for i in range(200, len(b), 997):
-        b[i] ^= 0xFF
-    rows[0]["user_audio"]["bytes"] = bytes(b)
-    pq.write_table(pa.Table.from_pylist(rows, schema=t.schema), shard)
 
 
 @pytest.fixture

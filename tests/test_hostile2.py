@@ -562,21 +562,12 @@ def test_view_answers_a_session_it_cannot_show_with_an_error_page(tmp_path, tmp_
     import urllib.error
     import urllib.request
 
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
+    from helpers import flip_flac
     from synth.inspection.viewer import make_server
 
     run = tmp_path / "run"
     shutil.copytree(small_run(tmp_path_factory), run)
-    shard = sorted((run / "shards" / "parquet").glob("*.parquet"))[0]
-    t = pq.read_table(shard)
-    rows = t.to_pylist()
-    flac = bytearray(rows[0]["user_audio"]["bytes"])
-    for i in range(200, len(flac), 997):
-        flac[i] ^= 0xFF
-    rows[0]["user_audio"]["bytes"] = bytes(flac)
-    pq.write_table(pa.Table.from_pylist(rows, schema=t.schema), shard)
+    rows = flip_flac(sorted((run / "shards" / "parquet").glob("*.parquet"))[0])
     broken, fine = rows[0]["session_id"], rows[1]["session_id"]
     server = make_server(run)
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -17,8 +17,6 @@ the clock. A seed asking for something the planner does not realise is refused a
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-
 import numpy as np
 
 from ..errors import UserError
@@ -86,22 +84,6 @@ def _turn_words(events: list[PlannedEvent], last: PlannedEvent) -> list[PlannedW
     return [w for p in turn_up_to(last, {e.id: e for e in events}) for w in p.words]
 
 
-@dataclass
-class _Work:
-    """A delegation while the builder writes it (filled in as the talk around it is written):
-    a ``PlannedWork`` once the plan is built."""
-
-    work_id: str
-    tool: str
-    objective: str
-    result_text: str
-    opened_by: str
-    outcome: str
-    cancelled_by: str | None = None
-    progress_text: str | None = None
-    progress_by: str | None = None
-
-
 class _Builder:
     def __init__(self, seed: ScenarioSeed, session_id: str, rng: np.random.Generator):
         self.seed, self.session_id, self.rng = seed, session_id, rng
@@ -109,7 +91,7 @@ class _Builder:
         self.script = Script(seed, rng)
         self.common = self.script.common
         self.events: list[PlannedEvent] = []
-        self.work: list[_Work] = []
+        self.work: list[PlannedWork] = []
         self.counts: dict[str, int] = {}
         self.tp = seed.personas.third_party is not None
         self.said_common: dict[str, set[int]] = {}
@@ -381,15 +363,20 @@ class _Builder:
         return int(self.rng.integers(lo, hi))
 
     # -- delegation ------------------------------------------------------------------------
-    def new_work(self, t: Task, opener: PlannedEvent) -> _Work:
+    def new_work(self, t: Task, opener: PlannedEvent) -> PlannedWork:
         d = t.delegation
         fails = self.rng.random() < FAILURE_P
-        w = _Work(work_id=f"w{len(self.work) + 1}", tool=d.tool, objective=t.say(d.objective),
-                  result_text=t.say(self.choose(d.failure if fails else d.result)), opened_by=opener.id,
-                  outcome="failure" if fails else "success")
+        w = PlannedWork(work_id=f"w{len(self.work) + 1}", tool=d.tool, objective=t.say(d.objective),
+                        result_text=t.say(self.choose(d.failure if fails else d.result)), opened_by=opener.id,
+                        outcome="failure" if fails else "success")
         self.work.append(w)
         self.script.log["work"][w.work_id] = {k: v for k, v in sorted(t.values.items()) if k != "topic"}
         return w
+
+    def update_work(self, work_id: str, **changes) -> None:
+        """A work item as the talk after it fills it in: its progress note, what cancelled it."""
+        i = next(i for i, w in enumerate(self.work) if w.work_id == work_id)
+        self.work[i] = self.work[i].model_copy(update=changes)
 
     def delegate(self, t: Task, after: PlannedEvent, act="delegate_request", text: str | None = None, tags=()):
         """Request, then the spoken ack that opens the work item (or, sometimes, no ack: the
@@ -416,7 +403,7 @@ class _Builder:
                          ["progress_question"])
             last = self.add("system", "progress_answer", t.say(p.system), "take", "responds_to", q,
                             work_id=w.work_id)
-            w.progress_text, w.progress_by = t.say(p.note), last.id
+            self.update_work(w.work_id, progress_text=t.say(p.note), progress_by=last.id)
         if self.rate("continue_while_working"):
             r = self.rng.random()
             t2 = s.task(exclude=used)
@@ -453,7 +440,7 @@ class _Builder:
                 pending.append(w3)
                 s.log["supersedes"].append({"event": c.id, "work_id": w.work_id, "by": w3.work_id,
                                             "slot": sp.slot, "old": old, "new": new})
-            w.cancelled_by = c.id
+            self.update_work(w.work_id, cancelled_by=c.id)
             pending.remove(w)
         for item in pending:
             last = self.add("system", "deliver_result", item.result_text, "take", "delivers_result_of",
@@ -478,5 +465,5 @@ class _Builder:
             bye = self.add("user", "closing", s.say(c["user"]), "take", "responds_to", last)
             self.add("system", "closing", s.say(c["system"]), "take", "responds_to", bye, ["closing_sequence"])
         return Plan(session_id=self.session_id, scenario_id=self.seed.id, language=self.seed.language,
-                    planner=ScriptedPlanner.name, events=self.events, work=[PlannedWork(**asdict(w)) for w in self.work],
+                    planner=ScriptedPlanner.name, events=self.events, work=self.work,
                     planner_meta=s.log)
