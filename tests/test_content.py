@@ -147,6 +147,34 @@ def test_side_talk_is_answered_by_the_third_party_and_the_readdress_follows_it()
     assert seen >= 20
 
 
+def test_a_backchannel_fits_what_it_follows():
+    """No "exactly" or "oh nice" after bad news or after an answer that does not say yes; after bad
+    news sympathy or a continuer (CONTENT.md: backchannels chosen by what they follow)."""
+    from synth.backends.scripted_planner import BAD_NEWS, CONFIRMING, _opens_with
+
+    common = common_content()
+    kinds = {"agreement", "agreement_strong", "assessment", "assessment_good", "sympathy", "continuer"}
+    counted = {k: 0 for k in ("strong", "delight", "after_bad_news", "agreement")}
+    for plan in plans():
+        events = {e.id: e for e in plan.events}
+        forms = {k: set(common[plan.language][k]) for k in kinds}
+        for e in plan.events:
+            if e.act != "backchannel" or e.speaker != "user" or e.attach_to not in events:
+                continue
+            said, answer = e.text, events[e.attach_to]
+            head = " ".join(w.text for w in answer.words[:6])
+            bad = "dispreferred_answer" in answer.phenomena or _opens_with(head, BAD_NEWS)
+            strong, delight = said in forms["agreement_strong"], said in forms["assessment_good"]
+            if strong or delight:
+                assert not bad and _opens_with(head, CONFIRMING), (said, answer.text)
+                counted["strong" if strong else "delight"] += 1
+            if bad and set(e.phenomena) & {"agreement", "assessment", "continuer"}:
+                assert said in forms["sympathy"] | forms["continuer"], (said, answer.text)
+                counted["after_bad_news"] += 1
+            counted["agreement"] += "agreement" in e.phenomena
+    assert all(n > 0 for n in counted.values()), counted  # each case was seen, agreement still happens
+
+
 def test_a_topic_switch_brings_a_new_frame_and_the_answer_follows_it():
     seen = 0
     for plan in plans():

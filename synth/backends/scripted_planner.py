@@ -79,6 +79,25 @@ class ScriptedPlanner:
 
 
 
+# How an answer opens when it confirms what the user said or asked, and when it brings bad news
+# (English words lower-cased; Chinese by prefix)
+CONFIRMING = ({"yes", "yeah", "yep", "right", "exactly", "correct", "sure", "absolutely", "definitely", "indeed"},
+              ("对", "是的", "没错", "可以", "当然", "确实", "就是"))
+BAD_NEWS = ({"sorry", "unfortunately", "afraid", "sadly", "no", "nope"},
+            ("不好意思", "抱歉", "对不起", "恐怕", "可惜", "很遗憾", "没有", "不行", "不能"))
+
+
+def _opens_with(text: str, marks: tuple[set[str], tuple[str, ...]]) -> bool:
+    """Whether ``text`` opens with one of ``marks``: its first English word, or its second after a
+    lead-in ("Oh, sorry", "I'm afraid", "Well, yes"), or its first Chinese characters."""
+    words, prefixes = marks
+    head = text.strip().lstrip("嗯呃哦，,.… ")
+    first = [w.strip(",.!?;:'\"").lower() for w in head.split()[:2]]
+    lead_in = first[:1] in (["oh"], ["well"], ["i'm"], ["um"], ["hmm"], ["ah"])
+    return bool(first) and (first[0] in words or (lead_in and first[1:] and first[1] in words)) \
+        or head.startswith(prefixes)
+
+
 def _turn_words(events: list[PlannedEvent], last: PlannedEvent) -> list[PlannedWord]:
     """All words of the user turn that ends with ``last`` (its pieces linked by ``continues``)."""
     return [w for p in turn_up_to(last, {e.id: e for e in events}) for w in p.words]
@@ -305,8 +324,8 @@ class _Builder:
         n = len(ans.words)
         if variant in ("continuer", "assessment", "agreement") and n >= 6:
             k = self._boundary_word(ans, 2, max(3, n // 2))
-            self.add("user", "backchannel", self.pickc(variant), "none", "backchannels_on", ans, [variant],
-                     attach_word=k)
+            variant, form = self.backchannel_for(variant, text, kw.get("gap_kind") == "dispreferred")
+            self.add("user", "backchannel", form, "none", "backchannels_on", ans, [variant], attach_word=k)
         elif variant == "question_backchannel":
             qb = self.pickc("question_backchannel")
             q = self.add("user", "question_backchannel", qb["user"], "take", "responds_to", ans,
@@ -315,6 +334,19 @@ class _Builder:
         elif variant in LONG_VARIANTS and n >= 6:
             return self._interrupted(ans, variant)
         return ans
+
+    def backchannel_for(self, variant: str, answer: str, bad_news: bool) -> tuple[str, str]:
+        """``(phenomenon, form)`` of the listener's backchannel on ``answer``, fitting what it follows
+        (CONTENT.md): after bad news (a declining answer, an apology) sympathy or a continuer, never
+        agreement or delight; strong agreement ("exactly") and delight ("oh nice") only with an
+        answer that says yes; mild agreement ("right, right") and news receipt ("oh, good to
+        know") with any other."""
+        if bad_news or _opens_with(answer, BAD_NEWS):
+            return ("assessment", self.pickc("sympathy")) if variant == "assessment" else \
+                ("continuer", self.pickc("continuer"))
+        says_yes = _opens_with(answer, CONFIRMING)
+        key = {"agreement": "agreement_strong", "assessment": "assessment_good"}.get(variant) if says_yes else None
+        return variant, self.pickc(key or variant)
 
     def _interrupted(self, ans: PlannedEvent, variant: str) -> PlannedEvent:
         """The user cuts into ``ans``; what the system says next depends on why."""
