@@ -40,9 +40,6 @@ from .stages.scene import draw_scene
 from .stages.tape import Tape
 from .stages import asr, qa
 
-# scene keys a record adds beside the ``Scene`` model's own
-SCENE_EXTRAS = ("tts_engine", "word_timing", "voices", "sounds", "gains_db", "channel_order", "asr")
-
 
 @dataclass
 class SessionOutput:
@@ -179,8 +176,7 @@ def rerender(record: SessionRecord, tts: TTSEngine, bank: Bank | None,
         raise SessionReject("render", "no_render_params", f"{record.session_id}: a version-1 record renders with "
                                                           "its run's config (run.json)")
     params = spec.params or render_params(config, bank)
-    scene = Scene.model_validate({k: v for k, v in record.scene.items() if k not in SCENE_EXTRAS})
-    return render_session(spec, scene, record.seed, tts, bank, Timer(), None, heard=record.scene.get("asr"),
+    return render_session(spec, record.drawn_scene(), record.seed, tts, bank, Timer(), None, heard=record.scene.get("asr"),
                           params=params)
 
 

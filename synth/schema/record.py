@@ -130,6 +130,11 @@ class RecordedWork(WorkItem):
                                            for m in self.backend])
 
 
+SCENE_EXTRAS = ("tts_engine", "word_timing", "voices", "sounds", "gains_db", "channel_order", "asr")
+"""Keys a record's ``scene`` holds beside the drawn ``Scene``: the engine and where its word times come
+from, the voices, the bank sounds, the mix's gains, the channel order, the ASR gate's transcripts."""
+
+
 class SessionRecord(Model):
     """The metadata of a session: identical in the Parquet row and the WebDataset ``.json``."""
 
@@ -158,6 +163,14 @@ class SessionRecord(Model):
     render_spec: RenderSpec | None = None
     system_prompt: str = Field(default="", description="the assistant's system prompt in the session's language, "
                                                         "from the seed's persona and scenario (empty: written before)")
+
+    def drawn_scene(self):
+        """The ``Scene`` the scene stage drew, from the record's ``scene`` (which also holds what
+        rendering used besides it: ``SCENE_EXTRAS``). The record's scene stays a mapping: readers
+        take scenes written by other versions and keys users add (licences of their own noise)."""
+        from .scene import Scene
+
+        return Scene.model_validate({k: v for k, v in self.scene.items() if k not in SCENE_EXTRAS})
 
     def timeline(self) -> Timeline:
         """The session's timeline, rebuilt from the record (samples only, no frames)."""
