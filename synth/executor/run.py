@@ -284,7 +284,10 @@ def _pool_round(spec: RunSpec, ranks: list[int], workers: int, done, failed: dic
 def _killed_message(sig: int) -> str:
     import signal
 
-    name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else f"signal {sig}"
+    try:
+        name = signal.Signals(sig).name
+    except ValueError:
+        name = f"signal {sig}"
     why = (" (the kernel's OOM killer sends it when memory runs out: see dmesg; fewer workers need less)"
            if sig == signal.SIGKILL else "")
     return f"its worker was killed by {name}{why}; the other tasks went on"
