@@ -509,13 +509,17 @@ def export(out_dir: Path = typer.Argument(..., help="A run folder."),
                                                       "ahead of its audio (default 0)."),
            sample_rate: Optional[int] = typer.Option(None, "--sample-rate", help="moshi: WAV rate (default 24000, "
                                                      "Mimi's)."),
+           text_conditions: Optional[str] = typer.Option(None, "--text-conditions", help="moshi: also write "
+                                                         "text_conditions {NAME: system prompt} per WAV (for a "
+                                                         "fork with conditioners; see README)."),
            check: bool = typer.Option(False, "--check", help="Read the export back with its consumer's reader "
                                       "(sphn, lhotse, praatio, NeMo's CTM rule) and report what it read.")) -> None:
     """Export a run for a trainer or benchmark, recomputed from each session's timeline."""
     from .export import export_run
 
     meta = export_run(out_dir, fmt, output, check=check, decision_lag=decision_lag, sample_rate=sample_rate,
-                      target_sample_rate=target_sample_rate, shar=shar, sound_tags=sound_tags, others=others)
+                      target_sample_rate=target_sample_rate, shar=shar, sound_tags=sound_tags, others=others,
+                      text_conditions=text_conditions)
     console.print(f"[green]exported[/] {fmt} to {output}: "
                   + ", ".join(f"{k} {v}" for k, v in meta.items() if isinstance(v, (int, float)) and k != "source"))
     if check:

@@ -123,7 +123,17 @@ def test_moshi_export_moved_loads_with_sphn(run_dir, tmp_path_factory, sessions)
         sid = path.rsplit("/", 1)[1][:-4]
         assert abs(n / 24000 - sessions[sid].record.duration_s) < 0.01
         with open(path[:-4] + ".json", encoding="utf-8") as f:  # as moshi-finetune's interleaver opens it
-            assert json.load(f)["alignments"]
+            info = json.load(f)
+        assert info["alignments"] and "text_conditions" not in info  # off by default: it needs a fork
+
+
+def test_moshi_text_conditions_hold_the_system_prompt_when_asked(run_dir, tmp_path, sessions):
+    export_run(run_dir, "moshi", tmp_path / "m", text_conditions="description")
+    for sid, s in sessions.items():
+        info = json.loads((tmp_path / "m" / "audio" / f"{sid}.json").read_text(encoding="utf-8"))
+        assert info["text_conditions"] == {"description": s.record.system_prompt} and s.record.system_prompt
+        assert info.get("text_conditions", None) is not None  # what interleaver.py passes on as the condition
+    assert json.loads((tmp_path / "m" / "export.json").read_text())["text_conditions"] == "description"
 
 
 def test_check_reads_every_format_back(run_dir, tmp_path):

@@ -25,6 +25,14 @@ voices on the user side; ``others="drop"`` leaves those out. Sound tags (``[laug
 words Moshi should say: dropped unless ``sound_tags="keep"``. Only the words actually spoken are
 aligned (the unspoken remainder of a cut turn, ``text_after_cut``, is not audio).
 
+Text conditions (``text_conditions="NAME"``, off by default): each ``x.json`` also holds
+``{"text_conditions": {NAME: the assistant's system prompt}}``. moshi-finetune reads that key
+(``interleaver.py``: ``Sample(codes, data.get("text_conditions"))``) and, when present, calls
+``model.condition_provider.prepare`` with it; the released Moshi models have no condition provider,
+and moshi's ``ConditionAttributes`` check refuses a plain dict, so upstream moshi-finetune trains
+with it only in a fork that has conditioners and turns the dict into
+``ConditionAttributes(text={NAME: prompt})``. Hence opt-in, never the default.
+
 Text tokenizers: Moshi's released text tokenizer is an English SentencePiece model; the Mandarin
 and code-switched sessions need a text tokenizer that covers Han characters (the alignments hold
 jieba words, one entry per word, which any tokenizer can split further).
@@ -53,10 +61,13 @@ def alignments(rec, others: str = "label", sound_tags: str = "drop") -> list:
     return [[word, [seconds(on, sr), seconds(off, sr)], LABELS[spk]] for on, off, spk, word in words]
 
 
-def export(run, out: Path, sample_rate: int = 24000, others: str = "label", sound_tags: str = "drop", **_) -> dict:
+def export(run, out: Path, sample_rate: int = 24000, others: str = "label", sound_tags: str = "drop",
+           text_conditions: str | None = None, **_) -> dict:
     from ..errors import UserError
     from ..io.files import write_text_atomic
 
+    if text_conditions is not None and not text_conditions.isidentifier():
+        raise UserError(f"--text-conditions: a conditioner name such as description (got {text_conditions!r})")
     if sample_rate not in SAMPLE_RATES:
         raise UserError(f"--sample-rate: must be one of {', '.join(map(str, SAMPLE_RATES))} (got {sample_rate})")
     lines = []
@@ -67,12 +78,15 @@ def export(run, out: Path, sample_rate: int = 24000, others: str = "label", soun
         stereo = resample(np.stack([system, user], axis=1), sr, sample_rate)
         rel = f"audio/{rec.session_id}.wav"
         write_wav(out / rel, stereo, sample_rate)
-        write_json((out / rel).with_suffix(".json"), {"alignments": alignments(rec, others, sound_tags)})
+        info = {"alignments": alignments(rec, others, sound_tags)}
+        if text_conditions:
+            info["text_conditions"] = {text_conditions: rec.system_prompt}
+        write_json((out / rel).with_suffix(".json"), info)
         lines.append(json.dumps({"path": rel, "duration": round(len(stereo) / sample_rate, 4)}))
     write_text_atomic(out / "data.jsonl", "\n".join(lines) + ("\n" if lines else ""))
     labels = {k: v for k, v in LABELS.items() if others == "label" or k in ("system", "user")}
     meta = {"format": "moshi", "channels": ["system", "user"], "sample_rate": sample_rate, "speakers": labels,
-            "sound_tags": sound_tags,
+            "sound_tags": sound_tags, "text_conditions": text_conditions,
             "note": "channel 0 is the assistant (Moshi's order); the run's own order is user, system; "
                     "paths in data.jsonl are relative to this folder",
             "sessions": len(lines), "source": str(run.path)}
