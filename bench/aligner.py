@@ -38,6 +38,9 @@ SENTENCES = {
 
 
 def main() -> None:
+    from synth.backends.cpu import describe
+
+    print(f"cpu: {describe()}")
     kokoro = build_engine(KokoroConfig(engine="kokoro"), -40.0)
     print(f"{'lang':6} {'bounds':>6} {'median ms':>9} {'p90 ms':>7} {'<=100 ms':>8} {'audio s':>7} {'align cpu s':>11}")
     for lang, texts in SENTENCES.items():

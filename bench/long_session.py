@@ -62,6 +62,9 @@ def main() -> None:
     except ImportError:
         res["textgrid_tiers"] = "praatio not installed"
     res["viewer"] = viewer(out, rec.session_id)
+    from synth.backends.cpu import describe
+
+    res["cpu"] = describe()
     print(json.dumps(res, indent=1))
     if not a.keep:
         shutil.rmtree(base, ignore_errors=True)

@@ -29,6 +29,9 @@ def main() -> None:
     ap.add_argument("--rooms", type=int, default=20)
     ap.add_argument("--sample-rate", type=int, default=16000)
     a = ap.parse_args()
+    from synth.backends.cpu import describe
+
+    print(f"cpu: {describe()}")
     seeds = [load_seed(p) for p in sorted(glob.glob(str(ROOT / "scenario_seeds" / "*.yaml")))]
     envs = [s.environment for s in seeds if s.environment.room is not None]
     rows = {"hybrid (order 3 + 4000 rays)": (3, 4000), "image sources, full order": (None, 0)}

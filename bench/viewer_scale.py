@@ -82,6 +82,9 @@ def main() -> None:
         out[name] = {"s": round(s, 3), "kb": round(n / 1024, 1)}
     out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     server.shutdown()
+    from synth.backends.cpu import describe
+
+    out["cpu"] = describe()
     print(json.dumps(out, indent=1))
 
 
