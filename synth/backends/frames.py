@@ -232,6 +232,37 @@ class DomainFile(Model):
     en_zh: LanguageBlock = Field(alias="en-zh")
 
 
+class AddedBlock(Model):
+    """Frames added to one language block of a built-in domain (its openings, closings, self and
+    side talk stay the built-in block's)."""
+
+    frames: list[Frame] = Field(min_length=1)
+
+
+class AddedFile(Model):
+    """A content folder's ``<domain>.yaml`` (``synth frames draft``, pipeline ``content:``): the
+    domain file format with only ``frames`` in each block and only the languages it adds to.
+
+        domain: pharmacy
+        en:
+          frames: [{id: travel_kit, topic: ..., ...}]
+    """
+
+    domain: str
+    en: AddedBlock | None = None
+    zh: AddedBlock | None = None
+    en_zh: AddedBlock | None = Field(default=None, alias="en-zh")
+
+    @model_validator(mode="after")
+    def _some_language(self):
+        if not self.blocks():
+            raise ValueError("no language block (en, zh or en-zh) with frames")
+        return self
+
+    def blocks(self) -> dict[str, AddedBlock]:
+        return {lang: b for lang, b in zip(LANGS, (self.en, self.zh, self.en_zh)) if b is not None}
+
+
 def _texts(obj, where: str = ""):
     """Every string in a dumped structure, with where it is."""
     if isinstance(obj, str):
@@ -346,12 +377,59 @@ def block(domain: str, language: str) -> LanguageBlock:
     return {"en": d.en, "zh": d.zh, "en-zh": d.en_zh}[language]
 
 
+def is_added_file(raw) -> bool:
+    """Whether parsed YAML is a content folder's file (``AddedFile``): every language block it has
+    holds ``frames`` only. A built-in domain file has all three blocks with openings, closings ..."""
+    return (isinstance(raw, dict) and any(lang in raw for lang in LANGS)
+            and all(isinstance(raw[lang], dict) and set(raw[lang]) == {"frames"} for lang in LANGS if lang in raw))
+
+
+SLUG_ID = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def added_problems(added: AddedFile, where: str = "") -> list[str]:
+    """What a content folder's file may not do beyond the model's rules: name a domain without
+    built-in content, use a frame id that is not a slug or that the built-in block (or the file
+    itself) already has, or hand a task to a tool the domain has none of."""
+    if added.domain not in domains():
+        return [f"{where}domain: no built-in domain {added.domain!r} to add frames to (known: {', '.join(domains())})"]
+    tools = domain_tools(added.domain)
+    out = []
+    for lang, blk in added.blocks().items():
+        seen = {f.id for f in block(added.domain, lang).frames}
+        for i, f in enumerate(blk.frames):
+            at = f"{where}{lang}.frames[{i}]"
+            if not SLUG_ID.match(f.id):
+                out.append(f"{at}: id {f.id!r} is not a slug (lower-case letters, digits, _)")
+            if f.id in seen:
+                out.append(f"{at}: frame id {f.id!r} is already a frame of {added.domain} ({lang})")
+            seen.add(f.id)
+            out += [f"{at}: delegations: tool {d.tool!r} is not a tool of {added.domain} (known: "
+                    f"{', '.join(sorted(tools))})" for d in f.delegations if d.tool not in tools]
+        out += [f"{where}{lang}.{p}" for p in speech_problems(blk.model_dump(), lang)]
+    return out
+
+
+@lru_cache(maxsize=None)
+def domain_tools(domain: str) -> frozenset[str]:
+    """The tools the built-in frames of ``domain`` hand tasks to (those its seeds list)."""
+    d = domain_content(domain)
+    return frozenset(t.tool for blk in (d.en, d.zh, d.en_zh) for f in blk.frames for t in f.delegations)
+
+
 def check_file(path: Path) -> list[str]:
-    """Every problem of one domain file, one line each (empty when it is good)."""
+    """Every problem of one domain file, or of a content folder's file (``AddedFile``), one line
+    each (empty when it is good)."""
     try:
         raw = yaml.load(path.read_text("utf-8"), Loader=_LOADER)
     except yaml.YAMLError as e:
         return [f"{path}: not YAML: {e}"]
+    if is_added_file(raw):
+        try:
+            added = AddedFile.model_validate(raw)
+        except ValidationError as e:
+            return [f"{path}: {'.'.join(str(x) for x in err['loc'])}: {err['msg']}" for err in e.errors()]
+        return added_problems(added, f"{path}: ")
     try:
         DomainFile.model_validate(raw)
     except ValidationError as e:

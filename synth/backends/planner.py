@@ -22,12 +22,16 @@ class Planner(Protocol):
     def plan(self, seed: ScenarioSeed, session_id: str, rng: np.random.Generator) -> Plan: ...
 
 
-def make_planner(cfg: PlannerConfig, cache_dir: Path | str | None = None) -> Planner:
-    """The scripted planner, or the LLM planner (``openai`` is imported only then)."""
+def make_planner(cfg: PlannerConfig, cache_dir: Path | str | None = None, content=None) -> Planner:
+    """The scripted planner, or the LLM planner (``openai`` is imported only then); ``content``
+    is the run's ``Library`` (None: the built-in frames), used wherever frames are planned from."""
+    from .content import BUILTIN
+
+    content = content or BUILTIN
     if cfg.kind == "llm":
         from .llm.planner import LLMPlanner
 
-        return LLMPlanner(cfg.llm, cache_dir)
+        return LLMPlanner(cfg.llm, cache_dir, content)
     from .scripted_planner import ScriptedPlanner
 
-    return ScriptedPlanner()
+    return ScriptedPlanner(content)

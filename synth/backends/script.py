@@ -18,7 +18,8 @@ from functools import lru_cache
 import numpy as np
 
 from ..schema.seed import ScenarioSeed
-from .frames import Delegation, Frame, Unit, _texts, block, common_content, domain_content, fill
+from .content import BUILTIN, Library
+from .frames import Delegation, Frame, Unit, _texts, common_content, domain_content, fill
 
 CONTENT_VERSION = "frames-v1"
 
@@ -77,6 +78,7 @@ class Script:
 
     seed: ScenarioSeed
     rng: np.random.Generator
+    content: Library = BUILTIN
     frame: Frame | None = None
     values: dict[str, str] = field(default_factory=dict)
     followups: list[Unit] = field(default_factory=list)
@@ -88,7 +90,7 @@ class Script:
 
     def __post_init__(self):
         self.said: dict[str, set[int]] = {}
-        self.blk = block(self.seed.domain, self.seed.language)
+        self.blk = self.content.block(self.seed.domain, self.seed.language)
         self.common = common_content()[self.seed.language]
         self.enter(self.choose(self.blk.frames))
 

@@ -25,7 +25,8 @@ from ..schema.plan import Plan, PlannedEvent, PlannedWork, PlannedWord
 from ..schema.seed import ScenarioSeed
 from ..schema.turns import turn_up_to
 from ..text import tokenize
-from .frames import Unit, block, fill
+from .content import BUILTIN, Library
+from .frames import Unit, fill
 from .script import Script, Task, join_lines, tasks_of
 
 __all__ = ["ScriptedPlanner", "tokenize", "SUPPORTED"]
@@ -58,7 +59,12 @@ _FRESH = frozenset({"question_backchannel", "clarify", "complete_sounding", "con
 
 
 class ScriptedPlanner:
+    """Plans from ``content``: the built-in frames, plus a pipeline's content folders."""
+
     name = "scripted-v3"
+
+    def __init__(self, content: Library = BUILTIN):
+        self.content = content
 
     def check_seed(self, seed: ScenarioSeed, source: str = "") -> None:
         where = f"{source}: " if source else ""
@@ -66,7 +72,7 @@ class ScriptedPlanner:
             if rate > 0 and pid not in SUPPORTED:
                 raise UserError(f"{where}phenomena.{pid}: not realised by the scripted planner (got rate {rate})")
         try:
-            blk = block(seed.domain, seed.language)
+            blk = self.content.block(seed.domain, seed.language)
         except UserError as e:
             raise UserError(f"{where}{e}") from None
         if seed.rates.get("delegate_with_ack", 0) > 0 and not tasks_of(blk.frames, seed):
@@ -75,7 +81,7 @@ class ScriptedPlanner:
                             f"{seed.domain!r} (got {tools})")
 
     def plan(self, seed: ScenarioSeed, session_id: str, rng: np.random.Generator) -> Plan:
-        return _Builder(seed, session_id, rng).build()
+        return _Builder(seed, session_id, rng, self.content).build()
 
 
 
@@ -104,10 +110,10 @@ def _turn_words(events: list[PlannedEvent], last: PlannedEvent) -> list[PlannedW
 
 
 class _Builder:
-    def __init__(self, seed: ScenarioSeed, session_id: str, rng: np.random.Generator):
+    def __init__(self, seed: ScenarioSeed, session_id: str, rng: np.random.Generator, content: Library = BUILTIN):
         self.seed, self.session_id, self.rng = seed, session_id, rng
         self.rates = seed.rates
-        self.script = Script(seed, rng)
+        self.script = Script(seed, rng, content)
         self.common = self.script.common
         self.events: list[PlannedEvent] = []
         self.work: list[PlannedWork] = []

@@ -21,8 +21,10 @@ from .stop import quiet_swallowed_interrupts, request_stop
 
 def data_settings(spec: RunSpec) -> dict:
     """Everything that decides the data, and nothing else: the fingerprint input, kept in
-    ``run.json`` so that a refused resume can name what changed."""
-    return {
+    ``run.json`` so that a refused resume can name what changed. The content folders count by the
+    digest of their files (``content``, only when the pipeline has some: runs without keep their
+    fingerprint)."""
+    out = {
         "config": spec.config.generation_part(),
         "seeds": [s.model_dump(mode="json") for s in spec.seeds],
         "version": __version__,
@@ -30,6 +32,9 @@ def data_settings(spec: RunSpec) -> dict:
         "plans": None if spec.plans is None else hashlib.blake2b(
             json.dumps(spec.plans).encode(), digest_size=16).hexdigest(),
     }
+    if spec.content is not None and spec.content.digest is not None:
+        out["content"] = spec.content.digest
+    return out
 
 
 def fingerprint(spec: RunSpec) -> str:
@@ -58,7 +63,7 @@ def _refusal(store: Store, old_info: dict, spec: RunSpec, fp: str) -> str:
     def flat(d: dict) -> dict:  # config keys at the top, as a pipeline file spells them
         seeds = {s.get("id", i): s for i, s in enumerate(d.get("seeds", []))}
         return {**d.get("config", {}), "scenario_seeds": seeds, "version": d.get("version"), "bank": d.get("bank"),
-                "plans": d.get("plans")}
+                "plans": d.get("plans"), "content (digest of the folders' files)": d.get("content")}
 
     diffs = settings_diff(flat(old), flat(data_settings(spec)))
     shown = "; ".join(diffs[:6]) + (f"; and {len(diffs) - 6} more" if len(diffs) > 6 else "")

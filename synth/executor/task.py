@@ -15,6 +15,7 @@ from ..io.store import Store
 from .stop import check_stop
 from ..io.shards import ShardWriter, file_proof, proof_problems, remove_stale_temporaries, shard_name
 from ..banks.bank import Bank
+from ..backends.content import Library
 from ..schema.config import PipelineConfig
 from ..schema.common import session_id
 from ..schema.record import Reject, TaskStats
@@ -23,14 +24,16 @@ from ..schema.seed import ScenarioSeed
 
 @dataclass(frozen=True)
 class RunSpec:
-    """Everything a worker needs, picklable: resolved config, loaded seeds, output folder and
-    the probed sound bank (workers decode its files lazily)."""
+    """Everything a worker needs, picklable: resolved config, loaded seeds, output folder, the
+    probed sound bank (workers decode its files lazily) and the frames of the pipeline's content
+    folders as the driver read them (None: the built-in frames only)."""
 
     config: PipelineConfig
     seeds: tuple[ScenarioSeed, ...]
     out_dir: str
     bank: Bank | None = None
     plans: tuple[tuple[str, str, str], ...] | None = None  # (session id, seed id, plan JSON): --plans
+    content: Library | None = None
 
     @property
     def num_tasks(self) -> int:
@@ -71,7 +74,7 @@ def run_task(spec: RunSpec, rank: int) -> TaskStats:
     name = shard_name(rank)
     remove_stale_temporaries(out, name)
     tts = process_tts(cfg)  # loaded once per worker process, reused by its later tasks
-    planner = make_planner(cfg.planner)
+    planner = make_planner(cfg.planner, content=spec.content)
     timer = Timer()
     writer = ShardWriter(out, name, cfg.output.formats)
     if hasattr(planner, "prefetch") and spec.plans is None:  # the LLM planner asks for a task's plans concurrently

@@ -431,6 +431,9 @@ class PipelineConfig(Model):
     executor: ExecutorConfig = ExecutorConfig()
     output: OutputConfig = OutputConfig()
     qa: QaConfig = QaConfig()
+    content: list[Annotated[str, StringConstraints(min_length=1, max_length=4096)]] = Field(
+        default=[], max_length=16, description="folders of added frames (synth frames draft), relative to the "
+                                               "pipeline file; their files' digest, not their paths, is a data setting")
 
     @field_validator("output")
     @classmethod
@@ -448,7 +451,7 @@ class PipelineConfig(Model):
         """
         planner = {"llm"} if self.planner.kind == "scripted" else {"llm": LLM_OPERATIONAL}
         out = self.model_dump(mode="json", exclude={"sessions": True, "executor": True, "output": {"dir"},
-                                                    "planner": planner})
+                                                    "planner": planner, "content": True})
         engines = out["tts"].get("engines", {"": out["tts"]}).values()
         for engine in engines:
             for key in TTS_OPERATIONAL:

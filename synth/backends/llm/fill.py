@@ -337,7 +337,7 @@ def fill_plan(planner, seed: ScenarioSeed, session_id: str, rng: np.random.Gener
     from ..scripted_planner import ScriptedPlanner
 
     cfg = planner.cfg
-    structure = ScriptedPlanner().plan(seed, session_id, rng)  # the structure, then this mode's own draws
+    structure = ScriptedPlanner(planner.content).plan(seed, session_id, rng)  # the structure, then this mode's own draws
     ex_ids = _pick_examples(seed, cfg.examples, rng)
     request_seed = int(rng.integers(0, 2**31 - 1))
     lang = cfg.prompt_language if cfg.prompt_language != "auto" else ("zh" if seed.language == "zh" else "en")

@@ -45,8 +45,11 @@ _THIRD_PARTY = {"user_to_third_party", "third_party_to_user", "readdress_after_s
 
 
 class LLMPlanner:
-    def __init__(self, cfg: LLMConfig, cache_dir: Path | str | None = None):
+    def __init__(self, cfg: LLMConfig, cache_dir: Path | str | None = None, content=None):
+        from ..content import BUILTIN
+
         self.cfg = cfg
+        self.content = content or BUILTIN  # the frames mode fill's structure is planned from
         self.name = f"llm-{cfg.prompt}"
         self.client = ChatClient(cfg, Path(cache_dir) if cache_dir else None)
         self._prefetched: dict[str, Plan | SessionReject] = {}
@@ -56,7 +59,7 @@ class LLMPlanner:
         if self.cfg.mode == "fill":
             from ..scripted_planner import ScriptedPlanner
 
-            ScriptedPlanner().check_seed(seed, source)  # it builds the structure
+            ScriptedPlanner(self.content).check_seed(seed, source)  # it builds the structure
         asked = {k for k, v in resolve_rates(seed.phenomena).items() if v > 0}
         if asked & DELEGATION and not seed.tools:
             raise UserError(f"{where}tools: delegation phenomena {sorted(asked & DELEGATION)} need a tool catalogue")
