@@ -21,12 +21,13 @@ $(VENV)/.stamp-test: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[test]'
 	touch $@
 
-# Coqui in a venv of its own: its torch/torchaudio 2.9 pair is a CUDA build (~9 GB installed)
+# Coqui in a venv of its own: its torch/torchaudio 2.9 pair is a CUDA build (~9 GB installed); with Kokoro
+# for the routed-engine test
 COQUI_VENV ?= .venv-coqui
 $(COQUI_VENV)/.stamp: pyproject.toml
 	$(PY) -m venv $(COQUI_VENV)
 	$(COQUI_VENV)/bin/pip install -q --upgrade pip
-	$(COQUI_VENV)/bin/pip install -q -e '.[coqui]' 'pytest>=8'
+	$(COQUI_VENV)/bin/pip install -q -e '.[coqui,kokoro]' 'pytest>=8'  # kokoro: the routed-engine test
 	touch $@
 
 test-coqui: $(COQUI_VENV)/.stamp
