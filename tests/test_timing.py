@@ -218,9 +218,18 @@ def test_quantity_follows_its_law(measured, quantity):
         if d is not None and quantity != "stop_latency":
             assert abs(value - d.value_ms) <= 1000 / SR + 1e-6, (quantity, d)
             assert lo - 1e-6 <= value <= hi + 1000 / SR, (quantity, d)
-    assert ks(laws, rows, conditioned=True) <= 0.1
+    bound = ks_bound(len(rows))
+    assert ks(laws, rows, conditioned=True) <= bound
     if quantity in PLAIN_HELD:
-        assert ks(laws, rows, conditioned=False) <= 0.1
+        assert ks(laws, rows, conditioned=False) <= bound
+
+
+def ks_bound(n: int) -> float:
+    """KS distance 0.1, or, for a sample too small for that to be decided, the distance that
+    draws from the law itself exceed only once in 1,000 samples of size ``n``. At n = 185 (the
+    long pauses of 600 sessions) the 0.1 bound alone is the 5 % critical value: a sample drawn
+    exactly from the law failed it one time in twenty (0.102 seen; 0.028 over 746 pauses)."""
+    return max(0.1, float(stats.kstwo.ppf(0.999, n)))
 
 
 def test_barge_in_reply_starts_after_the_spoken_end(sessions):
