@@ -120,6 +120,21 @@ def test_gate_on_gives_the_same_shards_with_one_and_two_workers(tmp_path, asr_cf
         heard = json.loads(row["scene"])["asr"]["events"]
         system = [e["id"] for e in row["events"] if e["speaker"] == "system" and len(e["text"].split()) >= 6]
         assert heard and set(heard) <= set(system) and all(h["error"] <= 0.5 for h in heard.values())
+    # synth render from the record alone (no run.json, no config) makes the same bytes: the voices
+    # the gate kept are in the spec, its transcripts in the scene, so nothing is heard or drawn again
+    import shutil
+    import tarfile
+
+    bare = tmp_path / "bare"
+    shutil.copytree(tmp_path / "a" / "shards", bare / "shards")
+    sid = rows[0]["session_id"]
+    synth("render", bare, "--session", sid, "-o", tmp_path / "again", "--bank", tmp_path.parent / "noise_banks" / "generated")
+    members = {}
+    for tar in sorted((tmp_path / "a" / "shards" / "webdataset").glob("*.tar")):
+        with tarfile.open(tar) as tf:
+            members |= {m.name: tf.extractfile(m).read() for m in tf.getmembers()}
+    for ext in ("user.flac", "system.flac", "json"):
+        assert (tmp_path / "again" / f"{sid}.{ext}").read_bytes() == members[f"{sid}.{ext}"], ext
 
 
 def test_report_gives_error_distribution_per_engine_and_language():
