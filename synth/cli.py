@@ -3,22 +3,21 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from .cli_common import _BASE_URL_OPT, _CACHE_OPT, _DEBUG, _MODEL_OPT, _PLANNER_OPT, console
+from .cli_content import banks_app, frames_app
+from .cli_errors import _class_names, _driver_error, _interrupted
 from .errors import UserError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Synthetic full-duplex dialogue data.")
-console = Console(stderr=True, soft_wrap=True)
-_DEBUG = {"on": False}
 
 
 @app.callback()
@@ -26,10 +25,6 @@ def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks."))
     _DEBUG["on"] = debug
 
 
-_PLANNER_OPT = typer.Option(None, "--planner", help="scripted or llm (default from the pipeline)")
-_BASE_URL_OPT = typer.Option(None, "--llm-base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1")
-_MODEL_OPT = typer.Option(None, "--llm-model", help="Model name sent to the endpoint.")
-_CACHE_OPT = typer.Option(None, "--llm-cache-dir", help="Reply cache (default $XDG_CACHE_HOME/duplexsynth/llm).")
 
 
 def _planner_config(current, planner: Optional[str], base_url: Optional[str], model: Optional[str],
@@ -384,107 +379,8 @@ def validate(out_dir: Path = typer.Argument(..., help="A run folder.")) -> None:
     console.print(f"[green]ok[/] {n} sessions pass")
 
 
-banks_app = typer.Typer(no_args_is_help=True, help="Sound banks: noise, babble, media, laughter.")
 app.add_typer(banks_app, name="banks")
-
-
-@banks_app.command("build")
-def banks_build(out: Path = typer.Option(Path("noise_banks/generated"), "--out", help="Folder to write."),
-                seed: int = typer.Option(0, "--seed")) -> None:
-    """Generate the local bank (deterministic: same seed, same bytes) with its manifest.jsonl."""
-    from .banks.generate import build_bank, check_bank_target
-
-    check_bank_target(out)
-    t0 = time.time()
-    entries = build_bank(out, seed)
-    cats: dict[str, int] = {}
-    for e in entries:
-        cats[e.category] = cats.get(e.category, 0) + 1
-    console.print(f"[green]built[/] {len(entries)} files in {out} in {time.time() - t0:.1f} s: "
-                  + ", ".join(f"{k} {v}" for k, v in sorted(cats.items())))
-
-
-@banks_app.command("check")
-def banks_check(folders: list[Path] = typer.Argument(..., help="Bank folders with a manifest.jsonl.")) -> None:
-    """Probe every file of the banks; list the unreadable ones (they are skipped in runs)."""
-    from .banks.bank import load_bank
-
-    bank = load_bank(list(folders))
-    for f, reason in bank.skipped:
-        console.print(f"[yellow]skipped[/] {f}: {escape(str(reason))}", highlight=False)
-    console.print(f"{len(bank.files)} files usable, {len(bank.skipped)} skipped: "
-                  + ", ".join(f"{k} {v}" for k, v in bank.categories().items()))
-
-frames_app = typer.Typer(no_args_is_help=True, help="Content frames of the offline planner: check, draft with an LLM.")
 app.add_typer(frames_app, name="frames")
-
-
-@frames_app.command("check")
-def frames_check(files: list[Path] = typer.Argument(..., help="Domain files, built-in or of a content folder.")) -> None:
-    """Check frame files (python -m synth.backends.frames FILE...); exit 1 on any problem."""
-    from .backends.frames import main as check_main
-
-    if check_main([str(f) for f in files]):
-        raise typer.Exit(1)
-
-
-@frames_app.command("draft")
-def frames_draft(domain: str = typer.Argument(..., help="A built-in domain, e.g. pharmacy."),
-                 language: str = typer.Option("en", "--language", help="en, zh or en-zh"),
-                 count: int = typer.Option(5, "-n", "--count", help="Frames to ask for (1-50)."),
-                 out: Optional[Path] = typer.Option(None, "-o", "--out", help="Content folder: accepted frames go to "
-                                                    "OUT/DOMAIN.yaml, rejected ones to OUT/rejected.jsonl."),
-                 llm_base_url: Optional[str] = _BASE_URL_OPT, llm_model: Optional[str] = _MODEL_OPT,
-                 llm_cache_dir: Optional[Path] = _CACHE_OPT,
-                 llm_max_tokens: int = typer.Option(16384, "--llm-max-tokens", help="Ceiling of one request's "
-                                                    "max_tokens (a request asks for as many frames as fit).")) -> None:
-    """Grow the library: a chat model writes new frames, the frame checker accepts or rejects each
-    (with its reasons); point a pipeline at the folder with ``content: [OUT]``."""
-    from .backends.llm.draft import MAX_FRAMES, draft_frames
-    from .backends.llm.client import check_cache_dir, check_endpoint, default_cache_dir
-
-    cfg = _draft_inputs(domain, language, count, out, llm_base_url, llm_model, llm_max_tokens, MAX_FRAMES)
-    cache = llm_cache_dir or default_cache_dir()
-    check_cache_dir(cache)
-    check_endpoint(cfg)
-    out.mkdir(parents=True, exist_ok=True)
-    done = draft_frames(domain, language, count, out, cfg, cache)
-    typer.echo(f"accepted {len(done.accepted)}, rejected {len(done.rejected)}")
-    for r in done.rejected:
-        typer.echo(f"rejected {r['id']}: " + "; ".join(" ".join(x.split()) for x in r["reasons"]))
-    if done.accepted:
-        typer.echo(f"wrote {out / (domain + '.yaml')} (+{len(done.accepted)} {language} frames)")
-    if done.failure:
-        console.print(f"[red]error:[/] no usable reply after {cfg.max_attempts} attempts: "
-                      f"{escape('; '.join(done.failure[:3]))}", highlight=False)
-        raise typer.Exit(1)
-
-
-def _draft_inputs(domain, language, count, out, base_url, model, max_tokens, most):
-    """The draft's LLM config; every bad input is one line naming the option and value."""
-    from pydantic import ValidationError
-
-    from .backends.frames import LANGS, domains
-    from .schema.config import LLMConfig
-
-    if domain not in domains():
-        raise UserError(f"DOMAIN: no built-in domain {domain!r} (known: {', '.join(domains())})")
-    if language not in LANGS:
-        raise UserError(f"--language: must be en, zh or en-zh (got {language!r})")
-    if not 1 <= count <= most:
-        raise UserError(f"-n: 1 to {most} frames per draft (got {count})")
-    if out is None:
-        raise UserError("-o: a content folder to write the frames to is needed (e.g. -o content/mine)")
-    if out.exists() and not out.is_dir():
-        raise UserError(f"-o: {out} is a file, not a folder")
-    if not base_url:
-        raise UserError("--llm-base-url: an OpenAI-compatible endpoint is needed (e.g. http://127.0.0.1:8080/v1)")
-    if not model:
-        raise UserError("--llm-model: the model name to send to the endpoint is needed")
-    try:  # a draft's schema is pydantic's (optional fields): not OpenAI's strict subset
-        return LLMConfig(base_url=base_url, model=model, max_tokens=max_tokens, json_schema_strict=False)
-    except ValidationError as e:
-        raise UserError(f"--llm-max-tokens: {e.errors()[0]['msg']} (got {max_tokens})") from None
 
 
 def _run_folder(out_dir: Path):
@@ -674,27 +570,6 @@ def publish(out_dir: Path = typer.Argument(..., help="A run folder."),
     console.print(f"[green]uploaded[/] {url}")
 
 
-def _class_names(e: BaseException) -> set[str]:
-    return {c.__name__ for c in type(e).__mro__}
-
-
-def _driver_error(e: BaseException) -> None:
-    """One line for an error of this process: out of memory (with its limit), a missing extra
-    (exit 2), or the file and reason of an OS error (exit 1)."""
-    from .executor.limits import memory_advice, out_of_memory
-
-    first = (str(e).splitlines() or [type(e).__name__])[0]
-    if isinstance(e, MemoryError) or out_of_memory(first):
-        console.print(f"[red]error:[/] {escape(first or 'MemoryError')}: {escape(memory_advice())}", highlight=False)
-        sys.exit(1)
-    if isinstance(e, ImportError):
-        console.print(f"[red]error:[/] {escape(missing_package_message(e, sys.argv[1:2]))}", highlight=False)
-        sys.exit(2)
-    where = f"{e.filename}: {e.strerror}" if getattr(e, "filename", None) else first
-    console.print(f"[red]error:[/] {escape(where)}", highlight=False)
-    sys.exit(1)
-
-
 def main() -> None:
     """Entry point: one line and exit 2 for a user error or a usage error, 130 when interrupted.
 
@@ -750,43 +625,6 @@ def main() -> None:
                 console.print(f"[red]error:[/] {escape(str(e))}", highlight=False)
             sys.exit(getattr(e, "exit_code", 2) or 2)
         raise
-
-
-EXTRA_OF_MODULE = {
-    "matplotlib": "inspect", "huggingface_hub": "inspect", "datasets": "inspect",
-    "torch": "learn", "praatio": "learn", "ray": "ray",
-    "onnxruntime": "kokoro", "onnx": "kokoro", "misaki": "kokoro", "phonemizer": "kokoro",
-    "piper": "piper", "TTS": "coqui", "torchaudio": "coqui",
-    "lhotse": "export", "sphn": "export",
-    "faster_whisper": "asr", "opencc": "asr", "rapidfuzz": "asr", "cn2an": "asr", "num2words": "asr",
-}
-"""Top-level modules of optional dependencies and the extra that installs each."""
-
-
-def missing_package_message(e: ImportError, command: list[str]) -> str:
-    """One line for an optional package that is not installed: which command needs which extra.
-    An ImportError of our own (it already names the extra) is passed on as it is."""
-    name = (getattr(e, "name", None) or "").split(".")[0]
-    extra = EXTRA_OF_MODULE.get(name)
-    if extra is None or "pip install" in str(e):
-        return (str(e).splitlines() or [type(e).__name__])[0]
-    what = f"synth {command[0]}" if command else "this command"
-    return f"{what} needs the package {name}: pip install 'duplexsynth[{extra}]' (or make install)"
-
-
-INTERRUPTED = {
-    "run": "interrupted; finished tasks are kept: rerun the same command to resume",
-    "export": "interrupted; the export is incomplete: the same command again writes it over",
-    "learn": "interrupted; the features of runs read to the end are cached: the same command again reuses them",
-}
-"""What an interruption leaves, per command (anything else: nothing to resume)."""
-
-
-def _interrupted() -> None:
-    command = next((a for a in sys.argv[1:] if not a.startswith("-")), "")
-    sys.stderr.write(INTERRUPTED.get(command, "interrupted") + "\n")
-    sys.stderr.flush()
-    os._exit(130)  # at once: the interpreter's exit would join threads a stop may have left waiting
 
 
 if __name__ == "__main__":

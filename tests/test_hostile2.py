@@ -543,10 +543,12 @@ def test_plans_with_sessions_says_which_gives_the_sessions(tmp_path):
 ])
 def test_the_interrupted_message_belongs_to_its_command(monkeypatch, capsys, argv, said):
     """Only ``run`` resumes tasks: another command interrupted does not advise a resume it cannot do."""
+    import os
+
     from synth import cli
 
     monkeypatch.setattr(sys, "argv", argv)
-    monkeypatch.setattr(cli.os, "_exit", lambda code: (_ for _ in ()).throw(SystemExit(code)))
+    monkeypatch.setattr(os, "_exit", lambda code: (_ for _ in ()).throw(SystemExit(code)))
     with pytest.raises(SystemExit) as e:
         cli._interrupted()
     err = capsys.readouterr().err.strip()
