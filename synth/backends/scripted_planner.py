@@ -491,7 +491,7 @@ class _Builder:
         delegate_at = int(self.rng.integers(1, n)) if self.rate("delegate_with_ack") and tasks_of(s.blk.frames, self.seed) else -1
         opening = None
         if self.rate("proactive_opening"):
-            name = self.seed.personas.user.name
+            name = self.seed.user.name
             pool = s.frame.openings or s.blk.openings  # one that leads into this frame's request, else a general one
             opening = self.add("system", "opening", fill(self.choose(pool), {**s.values, "user": name}),
                                "take", phenomena=["proactive_opening"])

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, StringConstraints
+from pydantic import BaseModel, ConfigDict, StringConstraints, model_serializer
 
 Slug = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$", max_length=120)]
 """An identifier without dots or spaces (safe as a WebDataset key and a file name)."""
@@ -49,3 +49,23 @@ class Model(BaseModel):
     are refused in every float field."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+
+class OmitUnset(Model):
+    """A record whose fields named in ``_omit_if_none`` are left out of its dump while ``None``:
+    fields added for group sessions (who speaks, to whom) leave every earlier record's bytes as
+    they were."""
+
+    _omit_if_none: ClassVar[tuple[str, ...]] = ()
+
+    @model_serializer(mode="wrap")
+    def _omit(self, handler) -> dict[str, Any]:
+        out = handler(self)
+        for name in self._omit_if_none:
+            if out.get(name, 0) is None:
+                del out[name]
+        return out
+
+
+Addressee = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$", max_length=120)]
+"""Whom an utterance is for: ``system``, ``group`` (everyone in the room) or a person's id."""

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from .common import FloorIntent, Language, Model, Relation, Slug, Speaker, WordLang
+from .common import Addressee, FloorIntent, Language, Model, OmitUnset, Relation, Slug, Speaker, WordLang
 from .phenomena import ALL as KNOWN_PHENOMENA
 
 PauseKind = Literal["within_turn", "hesitation", "long"]
@@ -42,6 +42,12 @@ class PlannedWord(Model):
                 raise ValueError(f"{self.text!r} is declared {self.lang} but {c!r} is {_script_of(c)} "
                                  f"(the {_READS[self.lang]})")
         return self
+
+
+def talker(ev) -> str:
+    """Who makes the sound of a planned or placed event: its person in a group session, else its
+    speaker. Voices, room positions and the rule that nobody overlaps their own voice go by it."""
+    return ev.person or ev.speaker
 
 
 def is_sound_tag(word: str) -> bool:
@@ -88,7 +94,7 @@ def speakable(text: str) -> str:
     return out
 
 
-class PlannedEvent(Model):
+class PlannedEvent(OmitUnset):
     """One utterance (or sound) of one speaker, attached to an earlier event.
 
     ``attach_word`` is the index of the word of the attached event at which an ``interrupts``
@@ -98,7 +104,13 @@ class PlannedEvent(Model):
     (the user lets a silence fall after a system question: user gap + the long-pause law).
     A ``sound`` event (laughter, breath, cough, TV speech ...) is rendered from the sound bank;
     ``during`` places it inside the attached event.
+
+    In a group session (a seed with ``people``) every human event names its ``person`` (a
+    person's id; the speaker is ``user`` for all of them) and every spoken event its
+    ``addressee``: ``system``, ``group`` or a person's id. Both are left out of dyadic plans.
     """
+
+    _omit_if_none = ("person", "addressee")
 
     id: Slug
     speaker: Speaker
@@ -114,6 +126,8 @@ class PlannedEvent(Model):
     phenomena: list[str] = Field(default_factory=list)
     sound: Sound | None = None
     prolong_ms: float | None = Field(default=None, gt=0, le=3000, description="stretch the last word")
+    person: Slug | None = None
+    addressee: Addressee | None = None
 
     @field_validator("phenomena")
     @classmethod
@@ -216,10 +230,10 @@ def _check_relations(events: list[PlannedEvent]) -> None:
             continue
         j, target = found
         if ev.relation == "continues":
-            if target.speaker != ev.speaker:
-                raise ValueError(f"event {ev.id!r} ({ev.speaker}) continues {target.id!r} ({target.speaker})")
+            if talker(target) != talker(ev):
+                raise ValueError(f"event {ev.id!r} ({talker(ev)}) continues {target.id!r} ({talker(target)})")
             between = [e.id for e in events[j + 1 : i] if e.speaker in ("user", "system")
-                       and e.speaker != ev.speaker and e.floor_intent != "none"]
+                       and talker(e) != talker(ev) and e.floor_intent != "none"]
             if between:
                 raise ValueError(f"event {ev.id!r} continues {target.id!r}, but {between[0]!r} of another "
                                  "speaker takes the floor in between")

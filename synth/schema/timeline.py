@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from .common import Completion, FloorIntent, Model, Relation, Slug, Speaker, WordLang
+from .common import Addressee, Completion, FloorIntent, Model, OmitUnset, Relation, Slug, Speaker, WordLang
 
 
 class PlacedWord(Model):
@@ -16,8 +16,11 @@ class PlacedWord(Model):
     off_sample: int = Field(ge=0)
 
 
-class PlacedEvent(Model):
-    """An event on the session clock. ``[on_sample, off_sample)`` is its trimmed rendered audio."""
+class PlacedEvent(OmitUnset):
+    """An event on the session clock. ``[on_sample, off_sample)`` is its trimmed rendered audio.
+    ``person`` and ``addressee`` as in the plan (group sessions only)."""
+
+    _omit_if_none = ("person", "addressee")
 
     id: Slug
     speaker: Speaker
@@ -34,6 +37,8 @@ class PlacedEvent(Model):
     overlap_ok: bool = False
     words: list[PlacedWord] = Field(default_factory=list)
     phenomena: list[str] = Field(default_factory=list)
+    person: Slug | None = None
+    addressee: Addressee | None = None
 
     @model_validator(mode="after")
     def _ordered(self):

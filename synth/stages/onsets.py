@@ -18,7 +18,7 @@ import math
 from typing import TYPE_CHECKING
 
 from ..errors import SessionReject
-from ..schema.plan import PlannedEvent
+from ..schema.plan import PlannedEvent, talker
 from .tape import Draw
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ def gap(c: Clock, ev: PlannedEvent, slot: _Slot, target: _Slot, rng) -> int:
     L = c.laws
     zh = L.zh_gap_offset_ms if c.plan.language != "en" else 0.0
     anchor = target.off
-    lo = c.to_ms(c.free(ev.speaker) - anchor)
+    lo = c.to_ms(c.free(talker(ev)) - anchor)
     if ev.speaker == "system":
         if ev.act == "acknowledge":
             return c.draw("ack_delay", ev, L.ack_delay_ms, anchor, rng, lo, shift=zh)
@@ -78,7 +78,7 @@ def interrupt(c: Clock, ev: PlannedEvent, target: _Slot, rng) -> int:
     latency = c.ms(c.tape.take(ev.id, "stop_latency", lambda: L.stop_latency_ms.sample(rng)))
     on = target.on + target.words[k].on + c.ms(
         c.tape.take(ev.id, "interrupt_onset", lambda: L.interrupt_onset_ms.sample(rng)))
-    user_free = c.free(ev.speaker)
+    user_free = c.free(talker(ev))
     on = max(on, user_free, target.on + 1)
     # the cut lands before the last word starts, so something is left unsaid (text_after_cut)
     on = min(on, target.off - latency - c.ms(100), target.on + target.words[-1].on - latency - 1)
@@ -99,7 +99,7 @@ def backchannel(c: Clock, ev: PlannedEvent, slot: _Slot, target: _Slot, rng) -> 
     L = c.laws
     law = L.backchannel_onset_ms
     k = c.word(ev, target)
-    lo = max(c.speech_point(target, c.ms(L.backchannel_min_speech_ms)), c.free(ev.speaker))
+    lo = max(c.speech_point(target, c.ms(L.backchannel_min_speech_ms)), c.free(talker(ev)))
     last = [s.off for s in c.slots.values() if s.ev.speaker == ev.speaker and s.ev.relation == "backchannels_on"]
     if last:
         lo = max(lo, max(last) + c.ms(BACKCHANNEL_SPACING_MS))

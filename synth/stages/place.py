@@ -39,7 +39,7 @@ import numpy as np
 from ..audio import active_bounds, fade_out
 from ..errors import SessionReject
 from ..schema.config import TimingLaws
-from ..schema.plan import Plan, PlannedEvent, PlannedWord, join_words
+from ..schema.plan import Plan, PlannedEvent, PlannedWord, join_words, talker
 from ..schema.turns import chain_turns, turn_up_to
 from ..schema.timeline import PlacedEvent, PlacedWord, Timeline, WorkItem
 from ..backends.tts import Rendered, WordTime
@@ -112,7 +112,7 @@ class Clock:
             if on is None:
                 continue
             on = self._outside_user_floor(ev, slot, on, rng)
-            slot.on = max(on, self.free(ev.speaker))
+            slot.on = max(on, self.free(talker(ev)))
             self.slots[ev.id] = slot
             self.order.append(ev.id)
             if ev.id in planned_work:
@@ -122,9 +122,9 @@ class Clock:
         return self._finish()
 
     def free(self, speaker: str) -> int:
-        """Earliest onset for ``speaker``: their last sound as placed (cut events as cut) + 50 ms;
+        """Earliest onset for ``speaker`` (a talker: a person of a group, else a speaker): their last sound as placed (cut events as cut) + 50 ms;
         for the system also the end of a user turn it must not start inside (``_outside_user_floor``)."""
-        offs = [s.off for s in self.slots.values() if s.ev.speaker == speaker]
+        offs = [s.off for s in self.slots.values() if talker(s.ev) == speaker]
         free = max(offs) + self.ms(MIN_SELF_GAP_MS) if offs else 0
         return max(free, self.floor_guard) if speaker == "system" else free
 
@@ -212,7 +212,7 @@ class Clock:
             if not self.order:
                 return self.ms(self.tape.take(ev.id, "lead_in", lambda: L.lead_in_ms.sample(rng)))
             anchor = max(s.off for s in self.slots.values())
-            lo = max(50.0, self.to_ms(self.free(ev.speaker) - anchor))
+            lo = max(50.0, self.to_ms(self.free(talker(ev)) - anchor))
             return self.draw("opening_gap", ev, L.user_gap_ms, anchor, rng, lo)
         if ev.relation == "delivers_result_of":
             return delegation.deliver(self, ev, slot, rng)
@@ -222,7 +222,7 @@ class Clock:
         if ev.relation == "continues":
             kind = ev.pause_before or "within_turn"
             law = {"long": L.long_pause_ms, "hesitation": L.hesitation_pause_ms}.get(kind, L.within_turn_pause_ms)
-            lo = self.to_ms(self.free(ev.speaker) - target.off)
+            lo = self.to_ms(self.free(talker(ev)) - target.off)
             return self.draw(f"{kind}_pause", ev, law, target.off, rng, lo)
         if ev.relation == "interrupts":
             return onsets.interrupt(self, ev, target, rng)
@@ -297,7 +297,7 @@ class Clock:
                 on_sample=s.on, off_sample=s.off, completion=s.completion, overlap_ok=s.overlap_ok,
                 words=[PlacedWord(word=w.word, lang=w.lang, on_sample=s.on + w.on, off_sample=s.on + w.off)
                        for w in s.words],
-                phenomena=s.phenomena,
+                phenomena=s.phenomena, person=s.ev.person, addressee=s.ev.addressee,
             ))
             audio[eid] = s.audio
         work = []

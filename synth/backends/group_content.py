@@ -1,0 +1,193 @@
+"""Content of group conversations: several people in a room talking about one thing, to each other
+and to the assistant (README "Group conversations", CONTENT.md's coherence per relation).
+
+One file per group scene kind, ``synth/data/groups/<name>.yaml``, with a block per language mode
+(``en``, ``zh``, ``en-zh``), each holding ``scenes``. A scene is one shared topic (a drive, a food
+order, a recipe cooked with children) with its slots, drawn once per session like a frame's:
+
+- ``requests``: units asked of the assistant by whoever can address it; each ``user`` line,
+  each ``system`` answer; ``ask_back`` (optional): the assistant asks back (``system``), someone
+  else answers for the asker (``other``: one person answering or correcting for another), then the
+  answer that uses it (``then``);
+- ``chats``: exchanges between people about the scene (the assistant must not take them), each
+  a list of 2-4 lines said in turn by different people; ``{a}`` / ``{b}`` / ``{c}`` are the names of
+  the speakers of the first, second and third line, so a line may address the next speaker by name;
+- ``overlaps``: short lines one person says over another's chat line (``{a}`` the one talked over);
+- ``decision``: the assistant asks the group (``ask``), the people discuss (``discuss``: chats
+  whose ``{options}`` come from the scene), one of them says the choice to it (``decide``), and it
+  confirms (``confirm``);
+- ``wake``: lines that call the assistant by name (``{system}``) in the middle of a chat and go on
+  with one of the scene's requests (``{request}``, lower-cased when it follows).
+
+Text rules (checked by ``python -m synth.backends.group_content FILE``): every field used must be
+a slot of the scene or one the planner fills (``{a} {b} {c} {system} {asker} {request}``); the
+speech rules of frames (no digits, no markup, script of the language, sizes).
+"""
+
+from __future__ import annotations
+
+import sys
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+import yaml
+from pydantic import Field, ValidationError, field_validator
+
+from ..errors import UserError
+from ..schema.common import Model
+from .frames import LANGS, _line_problems, _texts, fields, fill
+
+PLANNER_FIELDS = {"a", "b", "c", "system", "asker", "request"}
+"""Fields the group planner fills: speakers' names, the assistant's name, the one who asked."""
+SAMPLE = {"a": "Maya", "b": "Leo", "c": "Ana", "system": "Nova", "asker": "Maya", "request": "how far is it"}
+SAMPLE_ZH = {"a": "小美", "b": "阿杰", "c": "安安", "system": "小悠", "asker": "小美", "request": "还有多远"}
+
+
+class AskBack(Model):
+    system: list[str] = Field(min_length=1)
+    other: list[str] = Field(min_length=1)
+    then: list[str] = Field(min_length=1)
+
+
+class GroupRequest(Model):
+    user: list[str] = Field(min_length=2)
+    system: list[str] = Field(min_length=2)
+    ask_back: AskBack | None = None
+
+
+class Decision(Model):
+    ask: list[str] = Field(min_length=1)
+    discuss: list[list[str]] = Field(min_length=1)
+    decide: list[str] = Field(min_length=1)
+    confirm: list[str] = Field(min_length=1)
+
+    @field_validator("discuss")
+    @classmethod
+    def _turns(cls, v):
+        for chat in v:
+            if not 2 <= len(chat) <= 4:
+                raise ValueError(f"a discussion has 2-4 lines (got {len(chat)})")
+        return v
+
+
+class Scene(Model):
+    id: str
+    topic: str
+    slots: dict[str, list[str]] = Field(default_factory=dict)
+    requests: list[GroupRequest] = Field(min_length=3)
+    chats: list[list[str]] = Field(min_length=3)
+    overlaps: list[str] = Field(default_factory=list)
+    decision: Decision | None = None
+    wake: list[str] = Field(default_factory=list)
+
+    @field_validator("chats")
+    @classmethod
+    def _turns(cls, v):
+        for chat in v:
+            if not 2 <= len(chat) <= 4:
+                raise ValueError(f"a chat has 2-4 lines (got {len(chat)})")
+        return v
+
+    @field_validator("slots")
+    @classmethod
+    def _values(cls, v):
+        for name, pool in v.items():
+            if name in PLANNER_FIELDS or name == "topic":
+                raise ValueError(f"slot {name!r} is a name the planner fills itself")
+            if len(pool) < 2:
+                raise ValueError(f"slot {name!r} needs at least 2 values")
+        return v
+
+
+class GroupBlock(Model):
+    scenes: list[Scene] = Field(min_length=1)
+
+
+class GroupFile(Model):
+    domain: str
+    en: GroupBlock | None = None
+    zh: GroupBlock | None = None
+    en_zh: GroupBlock | None = Field(default=None, alias="en-zh")
+
+    def block(self, language: str) -> GroupBlock | None:
+        return {"en": self.en, "zh": self.zh, "en-zh": self.en_zh}[language]
+
+
+def _unknown_fields(scene: dict) -> list[str]:
+    known = set(scene.get("slots", {})) | PLANNER_FIELDS | {"topic", "options"}
+    out = []
+    for where, text in _texts({k: v for k, v in scene.items() if k not in ("id", "slots")}, f"scenes[{scene.get('id')}]"):
+        bad = fields(text) - known
+        if bad:
+            out.append(f"{where}: {text!r} uses unknown field {sorted(bad)[0]!r}")
+    return out
+
+
+def speech_problems(block: dict, lang: str) -> list[str]:
+    """The frames' speech rules on every line of a block, fields filled with sample values."""
+    problems = []
+    names = SAMPLE if lang == "en" else SAMPLE_ZH
+    for scene in block.get("scenes", []):
+        problems += _unknown_fields(scene)
+        values = {**names, **{k: v[0] for k, v in scene.get("slots", {}).items()}}
+        values["topic"] = fill(scene.get("topic", ""), values) if not fields(scene.get("topic", "")) - set(values) else ""
+        values.setdefault("options", "x")
+        for where, text in _texts({k: v for k, v in scene.items() if k not in ("id", "slots", "topic")},
+                                  f"scenes[{scene.get('id')}]"):
+            key = where.split(".")[-1].split("[")[0]
+            try:
+                spoken = fill(text, values)
+            except (KeyError, IndexError, ValueError):
+                continue
+            kind = "system" if key in ("system", "then", "ask", "confirm") else "user"
+            problems += _line_problems(spoken, lang, where, kind)
+    return problems
+
+
+def check_file(path: Path) -> list[str]:
+    try:
+        raw = yaml.safe_load(path.read_text("utf-8"))
+    except (OSError, yaml.YAMLError) as e:
+        return [f"{path}: {e}"]
+    try:
+        GroupFile.model_validate(raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        return [f"{path}: {'.'.join(str(x) for x in err['loc'])}: {err['msg']}"]
+    out = []
+    for lang in LANGS:
+        if raw.get(lang):
+            out += [f"{path}: {lang}.{p}" for p in speech_problems(raw[lang], lang)]
+    return out
+
+
+@lru_cache(maxsize=None)
+def group_files() -> dict[str, GroupFile]:
+    """Built-in group content by domain."""
+    out = {}
+    for f in sorted(resources.files("synth.data.groups").iterdir(), key=lambda f: f.name):
+        if f.name.endswith(".yaml"):
+            gf = GroupFile.model_validate(yaml.safe_load(f.read_text("utf-8")))
+            out[gf.domain] = gf
+    return out
+
+
+def group_block(domain: str, language: str) -> GroupBlock:
+    gf = group_files().get(domain)
+    blk = gf.block(language) if gf is not None else None
+    if blk is None:
+        have = sorted(f"{d} ({', '.join(lg for lg in LANGS if g.block(lg))})" for d, g in group_files().items())
+        raise UserError(f"no group content for domain {domain!r} in {language!r}; group content exists for: "
+                        f"{', '.join(have)}")
+    return blk
+
+
+def main(argv: list[str]) -> int:
+    problems = [p for a in argv for p in check_file(Path(a))]
+    print("\n".join(problems) or f"ok: {len(argv)} file(s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
