@@ -27,6 +27,8 @@ from ..schema.turns import turn_up_to
 from ..text import tokenize
 from .content import BUILTIN, Library
 from .frames import Unit, fill
+from .group_content import group_block
+from .group_planner import GroupBuilder
 from .script import Script, Task, join_lines, tasks_of
 
 __all__ = ["ScriptedPlanner", "tokenize", "SUPPORTED"]
@@ -34,6 +36,11 @@ __all__ = ["ScriptedPlanner", "tokenize", "SUPPORTED"]
 SUPPORTED = set(REGISTRY)
 """Every registry item: planned here, or added by the paralinguistic pass, or (latched start,
 deferred result) decided by the clock from the plan's request and the drawn times."""
+
+GROUP_SUPPORTED = {"human_exchange", "request_by_other_person", "answer_for_other", "people_overlap",
+                   "name_in_human_exchange", "group_decision_wait", "smooth_exchange", "system_question_back",
+                   "closing_sequence"} | {p for p, ph in REGISTRY.items() if ph.family in ("nonverbal",)}
+"""What a group session realises (plus the paralinguistic pass's sounds; see ``group_planner``)."""
 
 # answer variants: one of those whose rate fires (and whose content exists) is realised per answer
 ANSWER_VARIANTS = (
@@ -68,6 +75,8 @@ class ScriptedPlanner:
 
     def check_seed(self, seed: ScenarioSeed, source: str = "") -> None:
         where = f"{source}: " if source else ""
+        if seed.is_group:
+            return _check_group_seed(seed, where)
         for pid, rate in seed.rates.items():
             if rate > 0 and pid not in SUPPORTED:
                 raise UserError(f"{where}phenomena.{pid}: not realised by the scripted planner (got rate {rate})")
@@ -81,7 +90,22 @@ class ScriptedPlanner:
                             f"{seed.domain!r} (got {tools})")
 
     def plan(self, seed: ScenarioSeed, session_id: str, rng: np.random.Generator) -> Plan:
+        if seed.is_group:
+            return GroupBuilder(seed, session_id, rng).build()
         return _Builder(seed, session_id, rng, self.content).build()
+
+
+def _check_group_seed(seed: ScenarioSeed, where: str) -> None:
+    """A group seed: its domain has group content in its language, and it asks only for what a
+    group session realises."""
+    try:
+        group_block(seed.domain, seed.language)
+    except UserError as e:
+        raise UserError(f"{where}{e}") from None
+    for pid, rate in seed.rates.items():
+        if rate > 0 and pid not in GROUP_SUPPORTED:
+            raise UserError(f"{where}phenomena.{pid}: not realised in group sessions by the scripted planner "
+                            f"(got rate {rate}); realised: {', '.join(sorted(GROUP_SUPPORTED))}")
 
 
 

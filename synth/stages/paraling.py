@@ -64,6 +64,9 @@ class _Decorator:
               **kw) -> PlannedEvent:
         if (relation, attach) == (base.relation, base.attach_to):  # it opens the turn: same gap law
             kw.setdefault("gap_kind", base.gap_kind)
+        if (speaker or base.speaker) == base.speaker:  # a group session: the same person, to the same one
+            kw.setdefault("person", base.person)
+            kw.setdefault("addressee", None if kw.get("sound") else base.addressee)
         return PlannedEvent(id=self.new_id(base.id, act[:2]), speaker=speaker or base.speaker, act=act,
                             floor_intent=floor,
                             relation=relation, attach_to=attach, words=words, phenomena=[PHENOMENON_OF[act]], **kw)
@@ -80,8 +83,11 @@ class _Decorator:
         minutes = estimated_minutes(events)
         laughs = self._laughter_slots(events, minutes) if self.on("laughter") else {}
         coughs = self._slots(events, self.cfg.cough_per_min.sample(self.rng) * minutes) if self.on("cough") else set()
+        person = next((e.person for e in events if e.person), None)  # who laughs along, in a group
         for i, ev in enumerate(events):
             prev = events[i - 1] if i else None
+            if ev.speaker == "user" and ev.person:
+                person = ev.person
             if ev.speaker == "user" and ev.floor_intent == "take" and ev.relation in SPLITTABLE:
                 out += self._before_turn(ev, prev, laughs.get(i) == "before", i in coughs)
                 out += self._turn(ev)
@@ -91,7 +97,8 @@ class _Decorator:
                 out.append(self._follow(ev))
             if laughs.get(i) == "during":
                 k = int(self.rng.integers(len(ev.words) // 3, max(len(ev.words) // 3 + 1, len(ev.words) - 4)))
-                out.append(self.sound(ev, "laughter", "backchannels_on", ev.id, attach_word=k, speaker="user"))
+                out.append(self.sound(ev, "laughter", "backchannels_on", ev.id, attach_word=k, speaker="user",
+                                      person=person))
         if self.on("media") and self.rng.random() < self.cfg.media_per_session:
             out = self._media(out)
         return Plan.model_validate({**dict(self.plan), "events": out})  # re-checks attachments
@@ -227,6 +234,7 @@ class _Decorator:
                     words=val, pause_before=pause if rel == "continues" else None,
                     gap_kind=ev.gap_kind if first else "normal", work_id=ev.work_id,
                     phenomena=tags if last else [], prolong_ms=ev.prolong_ms if last else None,
+                    person=ev.person, addressee=ev.addressee,
                 )
                 spans.append((e.id, at, len(val)))
                 at += len(val)
