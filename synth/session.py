@@ -26,7 +26,7 @@ from .rng import stream
 from .schema.common import CHANNEL_ORDER
 from .schema.config import PipelineConfig
 from .schema.phenomena import code_switch_hits, family_of
-from .schema.plan import Plan
+from .schema.plan import Plan, talker
 from .schema.record import (Engines, EventRender, PhenomenonHit, Reject, RenderParams, RenderSpec, SessionRecord,
                             VoicePrompt)
 from .schema.scene import Scene
@@ -134,8 +134,9 @@ def draw_spec(config: PipelineConfig, seed: ScenarioSeed, run_seed: int, plan: P
     """Every render-stage choice of a decorated plan: voices, scene, per-event render choices.
     The clock's draws are added to the spec when the session is placed."""
     sid = plan.session_id
-    speakers = sorted({e.speaker for e in plan.events if e.speaker in ("user", "system", "third_party")})
-    voices = draw_voices(config, speakers, stream(run_seed, sid, "voices"))
+    speakers = sorted({talker(e) for e in plan.events if e.speaker in ("user", "system", "third_party")})
+    pools = {p.key: p.voices for p in seed.people if p.voices}
+    voices = draw_voices(config, speakers, stream(run_seed, sid, "voices"), pools)
     scene = draw_scene(config, seed, plan, bank, lambda name: stream(run_seed, sid, "scene", name))
     events = draw_event_specs(plan, voices, bank, config, lambda eid: stream(run_seed, sid, "render", eid))
     spec = RenderSpec(plan=plan, voices=voices,
@@ -207,10 +208,12 @@ def render_session(spec: RenderSpec, scene: Scene, run_seed: int, tts: TTSEngine
     m = mix(tl, placed.audio, scene, irs, bank, rp.peak_limit)
     clock, gains_db = placed.tape.values, m.gains_db
     user_pcm, sys_pcm, stem_pcm = quantize(m.user_side), quantize(m.system), quantize(m.user_stem)
+    person_x = {p: unit(quantize(x)) for p, x in m.person_stems.items()}  # as written, like the user stem
     del m, placed, rendered  # the float tracks (several times the int16 channels) end here
     t0 = timer.add("mix", t0)
     sys_x, stem_x = unit(sys_pcm), unit(stem_pcm)
-    labels = label_session(tl, period, sys_x, stem_x, rp.vad_threshold_dbfs, rp.vad_window_ms)
+    labels = label_session(tl, period, sys_x, stem_x, rp.vad_threshold_dbfs, rp.vad_window_ms, person_x)
+    del person_x
     t0 = timer.add("labels", t0)
     _check(rp, tl, labels, unit(user_pcm), sys_x, stem_x)
     del sys_x, stem_x
@@ -231,6 +234,7 @@ def render_session(spec: RenderSpec, scene: Scene, run_seed: int, tts: TTSEngine
                "channel_order": list(CHANNEL_ORDER), **({"asr": heard} if heard else {})},
         seed=run_seed, planner=plan.planner, planner_meta=plan.planner_meta,
         render_spec=spec.model_copy(update={"clock": clock}), system_prompt=spec.system_prompt,
+        addressed=labels.addressed, person_vad=labels.person_vad,
     )
     user_flac, sys_flac = flac_bytes(user_pcm, sr), flac_bytes(sys_pcm, sr)
     t0 = timer.add("encode", t0)

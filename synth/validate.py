@@ -146,6 +146,8 @@ def _check_row(row: dict, seen: dict, ttl: float) -> list[str]:
         row["scene"] = json.loads(row["scene"])
         row["planner_meta"] = json.loads(row.get("planner_meta") or "{}")
         row["render_spec"] = json.loads(row.get("render_spec") or "null")
+        if isinstance(row.get("person_vad"), str):  # group runs: the people's voice activity, as JSON
+            row["person_vad"] = json.loads(row["person_vad"])
         rec = SessionRecord.model_validate(row)
     except Exception as e:  # a schema failure is a finding, not a crash
         return problems + [f"{sid}: schema: {str(e).splitlines()[0]}"]

@@ -46,11 +46,13 @@ def eyring_absorption(dims: tuple[float, float, float], rt60_s: float) -> float:
 
 
 def draw_room(env: AcousticEnvironment, sources: list[str], rng: np.random.Generator,
-              max_order: int, n_rays: int, extra: dict[str, tuple[str, float]] | None = None) -> RoomSpec:
+              max_order: int, n_rays: int, extra: dict[str, tuple[str, float]] | None = None,
+              people: dict | None = None) -> RoomSpec:
     """Draw size, then an RT60 the size can reach, then the mic and each source around it.
 
     ``extra`` places more sources at a fixed distance from another point, e.g. the device's own
-    loudspeaker next to its microphone: ``{"loudspeaker": ("mic", 0.08)}``.
+    loudspeaker next to its microphone: ``{"loudspeaker": ("mic", 0.08)}``. ``people``: the distance
+    law of each person of a group, each placed as a source of their own.
     """
     law = env.room
     dims = (round(law.length_m.sample(rng), 3), round(law.width_m.sample(rng), 3),
@@ -64,7 +66,7 @@ def draw_room(env: AcousticEnvironment, sources: list[str], rng: np.random.Gener
     mic = tuple(round(float(rng.uniform(min(0.8, d / 3), d - min(0.8, d / 3))), 3) for d in dims[:2]) + (
         round(float(rng.uniform(min(0.7, dims[2] / 2), min(1.2, dims[2] - WALL_MARGIN_M))), 3),)
     laws = {"user": env.user_distance_m, "third_party": env.third_party_distance_m,
-            "background": env.media_distance_m}
+            "background": env.media_distance_m, **(people or {})}
     pos, dist = {}, {}
     for name in sources:
         want = float(laws[name].sample(rng))

@@ -76,7 +76,7 @@ def run_task(spec: RunSpec, rank: int) -> TaskStats:
     tts = process_tts(cfg)  # loaded once per worker process, reused by its later tasks
     planner = make_planner(cfg.planner, content=spec.content)
     timer = Timer()
-    writer = ShardWriter(out, name, cfg.output.formats)
+    writer = ShardWriter(out, name, cfg.output.formats, group=any(s.is_group for s in spec.seeds))
     if hasattr(planner, "prefetch") and spec.plans is None:  # the LLM planner asks for a task's plans concurrently
         t0 = timer.start()
         planner.prefetch([(seed, sid, stream(cfg.seed, sid, "plan")) for sid, seed in spec.session_ids(rank)])

@@ -65,7 +65,7 @@ def record_from_row(row: dict[str, Any], source: str = "a shard") -> SessionReco
     d = {k: v for k, v in row.items() if k in known}
     sid = str(row.get("session_id", "?"))[:80]
     try:
-        for key in ("scene", "planner_meta", "render_spec"):  # JSON strings in Parquet, dicts in the WebDataset json
+        for key in ("scene", "planner_meta", "render_spec", "person_vad"):  # JSON strings in Parquet, dicts in the WebDataset json
             if isinstance(d.get(key), str):
                 d[key] = json.loads(d[key])
         return SessionRecord.model_validate(d)

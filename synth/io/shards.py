@@ -52,6 +52,14 @@ SCHEMA = pa.schema([
 })
 
 
+_GROUP_EVENT = pa.struct([*_EVENT, ("person", pa.string()), ("addressee", pa.string())])
+GROUP_SCHEMA = pa.schema(
+    [f if f.name != "events" else pa.field("events", pa.list_(_GROUP_EVENT)) for f in SCHEMA]
+    + [("addressed", pa.list_(pa.int8())), ("person_vad", pa.string())], metadata=SCHEMA.metadata)
+"""The Parquet schema of a run with group seeds: each event's person and addressee, the
+``addressed`` channel and the people's voice activity (JSON). Runs without groups keep ``SCHEMA``."""
+
+
 def metadata_dict(out) -> dict:
     """The session's metadata as JSON-ready data (the WebDataset ``.json``, the row minus audio)."""
     return out.record.model_dump(mode="json")
@@ -62,6 +70,8 @@ def row(out) -> dict:
     d["scene"] = json.dumps(d["scene"], sort_keys=True, ensure_ascii=False)
     d["planner_meta"] = json.dumps(d["planner_meta"], sort_keys=True, ensure_ascii=False)
     d["render_spec"] = json.dumps(d["render_spec"], sort_keys=True, ensure_ascii=False)
+    if d.get("person_vad") is not None:
+        d["person_vad"] = json.dumps(d["person_vad"], sort_keys=True)
     sid = out.record.session_id
     d["user_audio"] = {"bytes": out.user_flac, "path": f"{sid}.user.flac"}
     d["system_audio"] = {"bytes": out.system_flac, "path": f"{sid}.system.flac"}
@@ -77,8 +87,9 @@ class ShardWriter:
     opened before the first session, so a task with no good session writes no shard.
     """
 
-    def __init__(self, store, name: str, formats: list[str]):
+    def __init__(self, store, name: str, formats: list[str], group: bool = False):
         self.store = store
+        self.schema = GROUP_SCHEMA if group else SCHEMA
         self.targets = {}
         if "parquet" in formats:
             self.targets["parquet"] = f"shards/parquet/{name}.parquet"
@@ -102,12 +113,12 @@ class ShardWriter:
             for k, rel in self.targets.items():
                 self._streams[k], self._tmp[k] = self.store.open_temp(rel)
             if "parquet" in self._streams:
-                self._pq = pq.ParquetWriter(self._streams["parquet"], SCHEMA, compression="zstd")
+                self._pq = pq.ParquetWriter(self._streams["parquet"], self.schema, compression="zstd")
             if "webdataset" in self._streams:
                 self._tar = tarfile.open(fileobj=self._streams["webdataset"], mode="w|",
                                          format=tarfile.USTAR_FORMAT)
         if self._pq is not None:
-            self._pq.write_table(pa.Table.from_pylist([row(out)], schema=SCHEMA))
+            self._pq.write_table(pa.Table.from_pylist([row(out)], schema=self.schema))
         if self._tar is not None:
             _add_sample(self._tar, out)
         self.count += 1

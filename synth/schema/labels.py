@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from .common import Model
+from .common import Model, OmitUnset
 
 SYS_ACTIONS = ("listen", "speak", "turn_eos", "delegate")
 FLOORS = ("NOT_HOLD", "TAKE", "HOLD", "RELEASE")
@@ -25,7 +25,12 @@ class Marker(Model):
     ref: str
 
 
-class FrameLabels(Model):
+class FrameLabels(OmitUnset):
+    """``addressed`` (group sessions): 1 where a person speaks to the system (the user side's
+    speech it must answer), 0 in speech to others and silence; ``person_vad``: each person's voice
+    activity, from their own clean stem."""
+
+    _omit_if_none = ("addressed", "person_vad")
     frame_period_s: float = Field(gt=0)
     num_frames: int = Field(ge=0)
     sys_action: list[int]
@@ -34,3 +39,5 @@ class FrameLabels(Model):
     sys_vad: list[int]
     usr_vad: list[int]
     markers: list[Marker]
+    addressed: list[int] | None = None
+    person_vad: dict[str, list[int]] | None = None

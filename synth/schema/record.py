@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from .common import Language, Model, Slug
+from .common import Language, Model, OmitUnset, Slug
 from .config import TimingLaws
 from .labels import Marker
 from .plan import Plan
@@ -135,7 +135,7 @@ SCENE_EXTRAS = ("tts_engine", "word_timing", "voices", "sounds", "gains_db", "ch
 from, the voices, the bank sounds, the mix's gains, the channel order, the ASR gate's transcripts."""
 
 
-class SessionRecord(Model):
+class SessionRecord(OmitUnset):
     """The metadata of a session: identical in the Parquet row and the WebDataset ``.json``."""
 
     session_id: Slug
@@ -163,6 +163,11 @@ class SessionRecord(Model):
     render_spec: RenderSpec | None = None
     system_prompt: str = Field(default="", description="the assistant's system prompt in the session's language, "
                                                         "from the seed's persona and scenario (empty: written before)")
+    addressed: list[int] | None = Field(default=None, description="group sessions: 1 where a person speaks "
+                                                                   "to the system (README, Group conversations)")
+    person_vad: dict[str, list[int]] | None = Field(default=None, description="group sessions: each person's "
+                                                                               "voice activity per frame")
+    _omit_if_none = ("addressed", "person_vad")
 
     def drawn_scene(self):
         """The ``Scene`` the scene stage drew, from the record's ``scene`` (which also holds what

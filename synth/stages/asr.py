@@ -29,6 +29,7 @@ from typing import Callable
 from ..backends.tts import Rendered, Voice
 from ..errors import SessionReject
 from ..text import HAN_RANGES
+from ..schema.plan import talker
 
 METRIC = {"en": "wer", "zh": "cer", "en-zh": "mer"}
 FILLERS = {"um", "uh", "uhm", "umm", "er", "erm", "hmm", "hm", "mm", "mhm", "mm-hm", "uh-huh",
@@ -299,7 +300,7 @@ def gate(cfg, plan, rendered: dict[str, Rendered], voices: dict[str, Voice],
         limit = cfg.max_error.get(lang, type(cfg).model_fields["max_error"].default[lang])
         best, best_r = None, None
         for attempt in range(cfg.max_retries + 1):
-            r = out[ev.id] if attempt == 0 else render_event(ev, retry_voice(voices[ev.speaker], attempt,
+            r = out[ev.id] if attempt == 0 else render_event(ev, retry_voice(voices[talker(ev)], attempt,
                                                                                cfg.retry_rate_factors))
             h = hear(asr, r, ref, lang, cfg, attempt)
             if best is None or h.error < best.error:

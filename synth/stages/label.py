@@ -173,13 +173,31 @@ def vad_frames(stem: np.ndarray, sample_rate: int, frame_period_ms: int,
     return out
 
 
+def addressed_frames(timeline: Timeline, frame_period_ms: int) -> np.ndarray:
+    """1 in the frames of human speech addressed to the system (group sessions' ``addressee``)."""
+    period = period_samples(timeline.sample_rate, frame_period_ms)
+    n = num_frames(timeline.num_samples, period)
+    out = np.zeros(n, np.int8)
+    for e in timeline.events:
+        if e.speaker == "user" and e.addressee == "system" and e.off_sample > e.on_sample:
+            first, last = span_frames(e.on_sample, e.off_sample, period)
+            out[first : min(last, n - 1) + 1] = 1
+    return out
+
+
 def label_session(timeline: Timeline, frame_period_ms: int, sys_stem: np.ndarray,
                   usr_stem: np.ndarray, threshold_dbfs: float = -50.0,
-                  window_ms: int = 10) -> FrameLabels:
+                  window_ms: int = 10, person_stems: dict[str, np.ndarray] | None = None) -> FrameLabels:
     ch = frame_channels(timeline, frame_period_ms)
     sys_vad = vad_frames(sys_stem, timeline.sample_rate, frame_period_ms, threshold_dbfs, window_ms)
     usr_vad = vad_frames(usr_stem, timeline.sample_rate, frame_period_ms, threshold_dbfs, window_ms)
-    return FrameLabels(
+    group = {}
+    if person_stems:
+        group = dict(addressed=addressed_frames(timeline, frame_period_ms).tolist(),
+                     person_vad={p: vad_frames(x, timeline.sample_rate, frame_period_ms, threshold_dbfs,
+                                               window_ms)[: ch["num_frames"]].tolist()
+                                 for p, x in sorted(person_stems.items())})
+    return FrameLabels(**group,
         frame_period_s=ch["frame_period_s"],
         num_frames=ch["num_frames"],
         sys_action=ch["sys_action"].tolist(),

@@ -10,7 +10,7 @@ not lower a talker's level; the noise level is its RMS over the whole session.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.signal import oaconvolve
@@ -19,6 +19,7 @@ from ..audio import active_rms_db, gain_to_level
 from ..banks.bank import Bank, BankReadError, read_clip
 from ..errors import SessionReject
 from ..schema.scene import Scene
+from ..schema.plan import talker
 from ..schema.timeline import Timeline
 
 SOURCES = ("user", "third_party", "background")
@@ -32,15 +33,19 @@ class Mix:
     user_speech: np.ndarray  # the user's voice as it reaches ch0 (room, gain, peak guard)
     noise: np.ndarray  # the noise as it reaches ch0
     gains_db: dict
+    person_stems: dict[str, np.ndarray] = field(default_factory=dict)  # a group's dry voices at their gains
 
 
 def tracks_of(tl: Timeline, audio: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """One track per talker: user, third party, background, system, and each person of a group."""
     n = tl.num_samples
-    tracks = {k: np.zeros(n, np.float32) for k in (*SOURCES, "system")}
+    people = sorted({e.person for e in tl.events if e.person})
+    tracks = {k: np.zeros(n, np.float32) for k in (*SOURCES, "system", *people)}
     for e in tl.events:
-        if e.speaker in tracks:
+        key = talker(e)
+        if key in tracks:
             x = audio[e.id][: n - e.on_sample]
-            tracks[e.speaker][e.on_sample : e.on_sample + len(x)] += x
+            tracks[key][e.on_sample : e.on_sample + len(x)] += x
     return tracks
 
 
@@ -90,7 +95,11 @@ def mix(tl: Timeline, audio: dict[str, np.ndarray], scene: Scene, irs: dict[str,
         return convolve(x, irs[name], n) if name in irs and np.any(x) else x
 
     gains: dict[str, float] = {}
-    user_speech, gains["user"] = _to_level(heard("user", tracks["user"]), sr, scene.levels_db["user"])
+    people = sorted(k for k in scene.levels_db if k not in SOURCES)
+    if people:  # a group: every person at their own place and level; "user" speech is all of them
+        user_speech, g_dry = _group_speech(tracks, people, heard, scene, sr, gains)
+    else:
+        user_speech, gains["user"] = _to_level(heard("user", tracks["user"]), sr, scene.levels_db["user"])
     user_side = user_speech.copy()
     for name in ("third_party", "background"):
         if name in scene.levels_db and np.any(tracks[name]):
@@ -113,13 +122,39 @@ def mix(tl: Timeline, audio: dict[str, np.ndarray], scene: Scene, irs: dict[str,
     # peak guard: one gain per channel, applied to the stems too so labels see what is written
     scale_u = min(1.0, peak_limit / max(float(np.abs(user_side).max()), 1e-9))
     scale_s = min(1.0, peak_limit / max(float(np.abs(system).max()), 1e-9))
-    g_user = 10 ** (gains["user"] / 20) * scale_u
     gains.update(peak_scale_user_side_db=20 * np.log10(scale_u), peak_scale_system_db=20 * np.log10(scale_s))
+    stems = {}
+    if people:
+        stems = {p: tracks[p] for p in people}
+        for p in people:
+            tracks[p] *= g_dry[p] * scale_u
+        tracks["user"] = np.sum([stems[p] for p in people], axis=0, dtype=np.float32)
+        g_user = 1.0
+    else:
+        g_user = 10 ** (gains["user"] / 20) * scale_u
     # in place (every array here is this function's own): the copies would double the peak memory
     for x, g in ((user_side, scale_u), (system, scale_s), (tracks["user"], g_user), (user_speech, scale_u),
                  (noise, scale_u)):
         x *= g
-    return Mix(user_side, system, tracks["user"], user_speech, noise, {k: round(float(v), 3) for k, v in gains.items()})
+    return Mix(user_side, system, tracks["user"], user_speech, noise, {k: round(float(v), 3) for k, v in gains.items()},
+               stems)
+
+
+def _group_speech(tracks, people: list[str], heard, scene: Scene, sr: int, gains: dict
+                  ) -> tuple[np.ndarray, dict[str, float]]:
+    """Every person's voice through their own room response at their level, summed: the user-side
+    speech of a group (overlapping people add physically). Returns it and each person's gain."""
+    speech = np.zeros(len(tracks["user"]), np.float32)
+    g_dry = {}
+    for p in people:
+        if not np.any(tracks[p]):
+            g_dry[p] = 0.0
+            continue
+        wet, gains[p] = _to_level(heard(p, tracks[p]), sr, scene.levels_db[p])
+        g_dry[p] = 10 ** (gains[p] / 20)
+        speech += wet
+        del wet
+    return speech, g_dry
 
 
 def _noise(scene: Scene, bank: Bank | None, n: int, sr: int) -> np.ndarray:

@@ -17,12 +17,16 @@ from ..backends.tts import Rendered, TTSEngine, Voice, WordTime
 from ..banks.bank import Bank, BankReadError, read_clip
 from ..errors import SessionReject
 from ..schema.config import PipelineConfig
-from ..schema.plan import Plan, PlannedEvent
+from ..schema.plan import Plan, PlannedEvent, talker
 from ..schema.record import EventRender, RenderParams, SoundClip
 
 
-def draw_voices(config: PipelineConfig, speakers: list[str], rng: np.random.Generator) -> dict[str, Voice]:
-    """Distinct engine variants per speaker, with rate and pitch drawn per speaker."""
+def draw_voices(config: PipelineConfig, speakers: list[str], rng: np.random.Generator,
+                pools: dict[str, list[str]] | None = None) -> dict[str, Voice]:
+    """Distinct engine variants per speaker (a talker: in a group, each person), with rate and
+    pitch drawn per speaker. ``pools``: a person's own voice names (the seed's ``voices``), from
+    which their variant is drawn instead, one not taken yet where the pool allows; names the
+    engine does not have are passed over (a seed written for Kokoro still runs on eSpeak)."""
     tts = config.tts
     if tts.engine == "routed":
         from ..backends.routed import draw_routed_voices
@@ -30,9 +34,16 @@ def draw_voices(config: PipelineConfig, speakers: list[str], rng: np.random.Gene
         return draw_routed_voices(tts, speakers, rng)
     order = rng.permutation(len(tts.variants))
     voices = {}
+    taken: set[str] = set()
     for i, spk in enumerate(speakers):
+        variant = tts.variants[int(order[i % len(order)])]
+        known = [v for v in (pools or {}).get(spk, ()) if v in tts.variants]  # names of this engine only
+        if known:
+            own = [v for v in known if v not in taken] or known
+            variant = own[int(rng.integers(len(own)))]
+        taken.add(variant)
         voices[spk] = Voice(
-            variant=tts.variants[int(order[i % len(order)])],
+            variant=variant,
             rate_wpm=int(round(tts.rate_wpm.sample(rng))),
             pitch=int(round(tts.pitch.sample(rng))),
             pitch_range=int(round(tts.pitch_range.sample(rng))),
@@ -49,7 +60,7 @@ def draw_event_specs(plan: Plan, voices: dict[str, Voice], bank: Bank | None, co
         if ev.sound is not None:
             out[ev.id] = EventRender(sound=_draw_sound(ev, bank, config, rng_for(ev.id)))
         else:
-            out[ev.id] = EventRender(voice=voices[ev.speaker],
+            out[ev.id] = EventRender(voice=voices[talker(ev)],
                                      prolong_samples=int(ev.prolong_ms * sr / 1000) if ev.prolong_ms else 0)
     return out
 
