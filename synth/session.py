@@ -288,6 +288,7 @@ def _check(params: RenderParams, tl, labels, user_x, sys_x, stem_x) -> None:
     the first problem is the reject reason."""
     sr, period = params.sample_rate, params.frame_period_ms
     problems = qa.check_labels(tl, labels, period, params.timing.result_ttl_ms)
+    problems += qa.check_group(tl, labels, period)
     problems += qa.check_vad(sys_x, labels.sys_vad, sr, period, "sys_vad")
     problems += qa.check_vad(stem_x, labels.usr_vad, sr, period, "usr_vad")
     problems += qa.check_vad_in_events(tl, labels.sys_vad, ("system",), period, "sys_vad")

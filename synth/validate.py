@@ -50,8 +50,10 @@ def validate_record(rec: SessionRecord, user: bytes, system: bytes, ttl_ms: floa
     tl = rec.timeline()
     labels = FrameLabels(frame_period_s=rec.frame_period_s, num_frames=len(rec.sys_action),
                          sys_action=rec.sys_action, sys_floor=rec.sys_floor, usr_floor=rec.usr_floor,
-                         sys_vad=rec.sys_vad, usr_vad=rec.usr_vad, markers=rec.markers)
+                         sys_vad=rec.sys_vad, usr_vad=rec.usr_vad, markers=rec.markers,
+                         addressed=rec.addressed, person_vad=rec.person_vad)
     bad = qa.check_labels(tl, labels, period_ms, ttl_ms)
+    bad += qa.check_group(tl, labels, period_ms)
     bad += check_backend_frames(rec, period_ms)
     bad += check_hits(rec)
     u, sr_u = _decode(user)

@@ -41,8 +41,8 @@ def words_of(rec, speakers: tuple[str, ...]) -> list[tuple[str, int, int, str, s
     """``(word, on_sample, off_sample, speaker, event_id, lang)`` of the spoken words, by onset."""
     out = []
     for ev in rec.events:
-        if ev.speaker in speakers:
-            out += [(w.word, w.on_sample, w.off_sample, ev.speaker, ev.id, w.lang) for w in ev.words]
+        if ev.speaker in speakers:  # a group's people by their ids
+            out += [(w.word, w.on_sample, w.off_sample, ev.person or ev.speaker, ev.id, w.lang) for w in ev.words]
     return sorted(out, key=lambda w: (w[1], w[2]))
 
 

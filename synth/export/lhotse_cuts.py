@@ -82,6 +82,15 @@ def _groups(rec) -> list[tuple]:
     return groups
 
 
+def _role(e) -> str:
+    """The supervision's speaker: NeMo's role names; in a group, speech a person addresses to
+    someone else carries the person's id (outside NeMo's roles: heard in the recording, not taken
+    as the user's input text), speech to the assistant is ``User``."""
+    if e.person and e.speaker == "user" and e.addressee != "system":
+        return e.person
+    return ROLES[e.speaker]
+
+
 def segments(rec, sound_tags: str = "drop") -> list[Segment]:
     """The session's supervisions, by onset. A supervision spans its events that keep a word (a
     dropped ``[breath]`` before a turn does not move its start); a group with none is left out."""
@@ -94,7 +103,7 @@ def segments(rec, sound_tags: str = "drop") -> list[Segment]:
         words = tuple(w for _, ws in kept for w in ws)
         on, off = kept[0][0].on_sample, kept[-1][0].off_sample
         if off > on:
-            out.append(Segment(f"{rec.session_id}-{kept[0][0].id}", ROLES[events[0].speaker], on, off, words))
+            out.append(Segment(f"{rec.session_id}-{kept[0][0].id}", _role(events[0]), on, off, words))
     return sorted(out, key=lambda s: (s.on, s.off, s.id))
 
 

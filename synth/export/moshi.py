@@ -56,9 +56,14 @@ def alignments(rec, others: str = "label", sound_tags: str = "drop") -> list:
     """``[word, [start_s, end_s], label]`` of every kept spoken word, sorted by start."""
     sr = rec.sample_rate
     speakers = ("system", "user") if others == "drop" else tuple(LABELS)
-    words = sorted((w.on_sample, w.off_sample, e.speaker, w.word) for e in rec.events if e.speaker in speakers
-                   for w in e.words if kept_word(w, sound_tags))
-    return [[word, [seconds(on, sr), seconds(off, sr)], LABELS[spk]] for on, off, spk, word in words]
+    words = sorted((w.on_sample, w.off_sample, e.person or e.speaker, w.word) for e in rec.events
+                   if e.speaker in speakers for w in e.words if kept_word(w, sound_tags))
+    return [[word, [seconds(on, sr), seconds(off, sr)], label(spk)] for on, off, spk, word in words]
+
+
+def label(talker: str) -> str:
+    """The alignment label of a talker; a person of a group is ``SPEAKER_<ID>`` (never the main one)."""
+    return LABELS.get(talker) or "SPEAKER_" + talker.upper().replace("-", "_")
 
 
 def export(run, out: Path, sample_rate: int = 24000, others: str = "label", sound_tags: str = "drop",

@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from ..schema.labels import FLOORS, SYS_ACTIONS
+from ..schema.plan import talker
 from .common import is_sound_tag, kept_word, write_json, write_wav
 
 AUDIBLE = ("user", "system", "third_party", "background")
@@ -63,8 +64,15 @@ def event_label(ev) -> str:
 
 
 def speakers_heard(rec) -> list[str]:
-    present = {ev.speaker for ev in rec.events if ev.off_sample > ev.on_sample}
-    return [s for s in AUDIBLE if s in present]
+    """The talkers heard, in lane order: the user (in a group, each person, in order of first
+    speech), the third party, background, the system."""
+    heard = [ev for ev in rec.events if ev.off_sample > ev.on_sample]
+    people = list(dict.fromkeys(ev.person for ev in sorted(heard, key=lambda e: e.on_sample) if ev.person))
+    present = {talker(ev) for ev in heard}
+    out = []
+    for s in AUDIBLE:
+        out += people if s == "user" and people else [s] if s in present else []
+    return out
 
 
 def frame_runs(values: list[int], names: tuple[str, ...], period: int, n: int, skip: int = 0) -> list[Span]:
@@ -94,7 +102,7 @@ def tracks(rec) -> dict[str, list[Span]]:
     period = round(rec.frame_period_s * rec.sample_rate)
     out: dict[str, list[Span]] = {}
     for spk in speakers_heard(rec):
-        evs = sorted((e for e in rec.events if e.speaker == spk and e.off_sample > e.on_sample),
+        evs = sorted((e for e in rec.events if talker(e) == spk and e.off_sample > e.on_sample),
                      key=lambda e: (e.on_sample, e.off_sample))
         out[f"{spk} words"] = sorted((Span(w.on_sample, w.off_sample, _clean(w.word)) for e in evs for w in e.words
                                       if w.off_sample > w.on_sample), key=lambda s: (s.start, s.end))
@@ -103,6 +111,8 @@ def tracks(rec) -> dict[str, list[Span]]:
     out["sys_action"] = frame_runs(rec.sys_action, SYS_ACTIONS, period, n)
     out["sys_floor"] = frame_runs(rec.sys_floor, FLOORS, period, n)
     out["usr_floor"] = frame_runs(rec.usr_floor, FLOORS, period, n)
+    if rec.addressed is not None:  # group sessions: speech addressed to the system
+        out["addressed"] = frame_runs(rec.addressed, ("", "to system"), period, n)
     out["work"] = sorted((Span(w.open_sample, min(w.complete_sample, n),
                                f"{w.tool} {w.outcome}{' stale' if w.stale else ''}: {_clean(w.objective)}")
                           for w in rec.delegations if min(w.complete_sample, n) > w.open_sample),
@@ -181,7 +191,7 @@ def rttm(rec) -> str:
     evs = sorted((e for e in rec.events if e.speaker in AUDIBLE and e.off_sample > e.on_sample),
                  key=lambda e: (e.on_sample, e.off_sample))
     return "".join(f"SPEAKER {sid} 1   {e.on_sample / sr:.3f}   {(e.off_sample - e.on_sample) / sr:.3f} "
-                   f"<NA> <NA> {e.speaker} <NA> <NA>\n" for e in evs)
+                   f"<NA> <NA> {talker(e)} <NA> <NA>\n" for e in evs)
 
 
 def ctm(rec, sound_tags: str = "keep") -> str:
@@ -189,7 +199,7 @@ def ctm(rec, sound_tags: str = "keep") -> str:
     word and ``non-lex`` for a sound tag (``[laughter]``; dropped with ``sound_tags="drop"``).
     NeMo's CTM reader takes the speaker from the 8th field."""
     sid, sr = rec.session_id, rec.sample_rate
-    words = sorted((w.on_sample, w.off_sample, e.speaker, w.word) for e in rec.events if e.speaker in AUDIBLE
+    words = sorted((w.on_sample, w.off_sample, talker(e), w.word) for e in rec.events if e.speaker in AUDIBLE
                    for w in e.words if kept_word(w, sound_tags))
     return "".join(f"{sid} 1 {round(a / sr, 3)} {round((b - a) / sr, 3)} {'_'.join(word.split())} NA "
                    f"{'non-lex' if is_sound_tag(word) else 'lex'} {spk}\n" for a, b, spk, word in words)

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ..schema.labels import FLOORS, SYS_ACTIONS
+from ..schema.plan import talker
 from .runfolder import Session
 
 WIDTH_IN, HEIGHT_IN, DPI = 16.0, 10.0, 100
@@ -148,16 +149,23 @@ def draw(session: Session, out_png: Path, kind: str = "wave", start_s: float | N
     return out_png
 
 
+def lane_names(rec) -> list[str]:
+    """The event lanes: user, third party, background, system; in a group one per person instead of the user."""
+    people = list(dict.fromkeys(e.person for e in sorted(rec.events, key=lambda e: e.on_sample) if e.person))
+    return [p for s in SPEAKER_LANES for p in (people if s == "user" and people else [s])]
+
+
 def _events(ax, rec, t0: float, t1: float) -> None:
     from matplotlib.patches import Patch, Rectangle
 
     sr = rec.sample_rate
-    lanes = {s: i for i, s in enumerate(SPEAKER_LANES)}
+    names = lane_names(rec)
+    lanes = {s: i for i, s in enumerate(names)}
     colours: dict = {}
     for ev in rec.events:
-        if ev.speaker not in lanes:
+        if talker(ev) not in lanes:
             continue
-        y = lanes[ev.speaker]
+        y = lanes[talker(ev)]
         on, off = ev.on_sample / sr, ev.off_sample / sr
         if off < t0 or on > t1:
             continue
@@ -168,8 +176,8 @@ def _events(ax, rec, t0: float, t1: float) -> None:
             wt = w.on_sample / sr
             if t0 <= wt <= t1:
                 ax.text(wt, y + 0.12, w.word, rotation=90, fontsize=5.5, va="bottom", ha="left", clip_on=True)
-    ax.set_yticks([i + 0.5 for i in range(len(SPEAKER_LANES))], SPEAKER_LANES, fontsize=8)
-    ax.set_ylim(0, len(SPEAKER_LANES))
+    ax.set_yticks([i + 0.5 for i in range(len(names))], names, fontsize=8)
+    ax.set_ylim(0, len(names))
     ax.legend(handles=[Patch(color=c, alpha=0.55, label=a) for a, c in colours.items()], loc="center left",
               bbox_to_anchor=(1.0, 0.5), fontsize=7, title="act", title_fontsize=8, frameon=False)
 

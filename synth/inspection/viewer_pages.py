@@ -14,6 +14,7 @@ from html import escape
 from urllib.parse import urlencode
 
 from ..schema.labels import SYS_ACTIONS
+from ..schema.plan import talker
 from .viewer_data import Catalogue, Filters, Page
 
 LANES = ("user", "system", "third_party", "background", "backend")
@@ -100,17 +101,25 @@ def _runs(values: list[int]):
             start = i
 
 
+def _who(e) -> str:
+    """Who speaks, and in a group to whom (``maya → system``)."""
+    name = LANE_NAMES.get(talker(e), talker(e))
+    return f"{name} → {e.addressee}" if e.addressee and e.speaker != "background" else name
+
+
 def timeline_svg(rec) -> str:
     """Lanes per speaker present (events coloured by act), work items and ``sys_action``."""
     sr, total = rec.sample_rate, max(1, rec.num_samples)
     x = lambda sample: W * sample / total  # noqa: E731
-    lanes = [s for s in LANES if any(e.speaker == s for e in rec.events)]
+    people = list(dict.fromkeys(e.person for e in sorted(rec.events, key=lambda e: e.on_sample) if e.person))
+    lanes = [p for s in LANES for p in (people if s == "user" and people else [s])
+             if any(talker(e) == p for e in rec.events)]  # a group: one lane per person
     rows, labels = [], []
     for li, spk in enumerate(lanes):
         y = li * LANE_H
-        labels.append(LANE_NAMES[spk])
+        labels.append(LANE_NAMES.get(spk, spk))
         for e in rec.events:
-            if e.speaker != spk:
+            if talker(e) != spk:
                 continue
             t0, t1 = e.on_sample / sr, e.off_sample / sr
             rows.append(f'<rect class="ev" data-event="{escape(e.id)}" data-start="{t0:.3f}" x="{x(e.on_sample):.2f}" '
@@ -160,7 +169,7 @@ def transcript_html(rec) -> str:
         cut = f' <span class="cut" title="not said (cut)">{escape(e.text_after_cut)}</span>' if e.text_after_cut else ""
         lines.append(
             f'<li class="line spk-{e.speaker}" data-event="{escape(e.id)}" data-start="{t0:.3f}" data-end="{t1:.3f}">'
-            f'<span class="t">{clock(t0)}</span><span class="spk">{escape(LANE_NAMES.get(e.speaker, e.speaker))}</span>'
+            f'<span class="t">{clock(t0)}</span><span class="spk">{escape(_who(e))}</span>'
             f'<span class="act" style="border-color:{act_colour(e.act)}">{escape(e.act)}</span>'
             f'<span class="text">{escape(e.text)}{cut}</span>'
             + (f'<span class="rel">{escape(rel)}</span>' if rel else "")

@@ -57,6 +57,33 @@ def check_labels(tl: Timeline, labels: FrameLabels, frame_period_ms: int, ttl_ms
     return bad
 
 
+def check_group(tl: Timeline, labels: FrameLabels, frame_period_ms: int) -> list[str]:
+    """Group sessions (events with an ``addressee``): the assistant never takes the floor on
+    speech addressed to someone else; its answer goes to a person who asked it (or the group);
+    the ``addressed`` channel is 1 exactly on the frames of speech addressed to it."""
+    if not any(e.addressee for e in tl.events):
+        return []
+    bad = []
+    by_id = {e.id: e for e in tl.events}
+    askers = set()
+    for e in sorted(tl.events, key=lambda e: e.on_sample):
+        if e.speaker == "user" and e.addressee == "system" and e.person:
+            askers.add(e.person)
+        if e.speaker != "system" or e.floor_intent != "take" or e.relation != "responds_to":
+            continue
+        target = by_id.get(e.attach_to)
+        if target is not None and target.speaker == "user" and target.addressee != "system":
+            bad.append(f"system_takes_speech_for_others:{e.id}")
+        if e.addressee not in (None, "group") and e.addressee not in askers:
+            bad.append(f"system_answers_who_did_not_ask:{e.id}")
+    if labels.addressed is not None:
+        from .label import addressed_frames
+
+        if addressed_frames(tl, frame_period_ms).tolist() != labels.addressed:
+            bad.append("labels_differ_from_timeline:addressed")
+    return bad
+
+
 _NEXT = {"QUEUED": {"RUNNING", "CANCELLING"}, "RUNNING": {"COMPLETED", "FAILED", "CANCELLING"},
          "COMPLETED": {"DELIVERING", "CANCELLING"}, "FAILED": {"DELIVERING", "CANCELLING"},
          "DELIVERING": {"DELIVERED"}, "CANCELLING": {"CANCELLED"}, "DELIVERED": set(), "CANCELLED": set()}
