@@ -56,6 +56,9 @@ class LLMPlanner:
 
     def check_seed(self, seed: ScenarioSeed, source: str = "") -> None:
         where = f"{source}: " if source else ""
+        if seed.is_group:  # the prompt, examples and checks know one user and one third party
+            raise UserError(f"{where}people: group seeds are planned by the offline planner only for now "
+                            "(planner: {kind: scripted}); the LLM planner does not write addressees yet")
         if self.cfg.mode == "fill":
             from ..scripted_planner import ScriptedPlanner
 
