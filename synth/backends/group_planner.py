@@ -73,7 +73,7 @@ class GroupBuilder:
         return pool.pop(int(self.rng.integers(len(pool))))
 
     def say(self, text: str, **names: str) -> str:
-        return fill(text, {**self.values, "system": self.system_name, **names})
+        return fill(text, {**self.values, "system": self.system_name, "asker": "", "request": "", **names})
 
     def add(self, person: str | None, act: str, text: str, floor: str, relation=None, attach=None,
             addressee: str | None = None, phenomena=(), **kw) -> PlannedEvent:
@@ -120,7 +120,7 @@ class GroupBuilder:
             q = self.add(None, "question_back", self.say(self.choose(unit.ask_back.system)), "take",
                          "responds_to", u, asker, ["system_question_back"])
             helper = self.choose(helpers)
-            a = self.add(helper, "answer_for_other", self.say(self.choose(unit.ask_back.other)), "take",
+            a = self.add(helper, "answer_for_other", self.say(self.choose(unit.ask_back.other), asker=self.names[asker]), "take",
                          "responds_to", q, "system", ["answer_for_other"])
             return self.add(None, "answer", self._to(asker, self.choose(unit.ask_back.then)), "take",
                             "responds_to", a, asker, ["smooth_exchange"])
