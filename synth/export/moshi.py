@@ -40,8 +40,8 @@ conditioned on a voice prompt and a text prompt) reads a voice prompt as a file 
 basename inside a voice-prompt folder (``moshi/offline.py``: ``--voice-prompt-dir``,
 ``--voice-prompt``; ``models/lm.py`` ``LMGen.load_voice_prompt``: ``sphn.read``, resampled to 24 kHz,
 normalised to -24 LUFS), so ``voices/`` is such a folder (``--voice-prompt-dir DIR/voices
---voice-prompt <session>.wav``) and the session's text prompt is its ``text_conditions`` (or
-``export.json``'s source run). PersonaPlex publishes no training code or data layout, and the
+--voice-prompt <session>.wav``), and ``--text-conditions`` holds the matching text prompt (the
+session's system prompt). PersonaPlex publishes no training code or data layout, and the
 public forks that train it each read their own (e.g. one folder per sample with
 ``voice_prompt_left.wav`` and ``metadata.json``); moshi-finetune has no voice-prompt key. So the
 clip's place in the manifest, ``"voice_prompt"`` beside ``"path"`` (relative to ``data.jsonl``'s
