@@ -489,6 +489,8 @@ def export(out_dir: Path = typer.Argument(..., help="A run folder."),
            text_conditions: Optional[str] = typer.Option(None, "--text-conditions", help="moshi: also write "
                                                          "text_conditions {NAME: system prompt} per WAV (for a "
                                                          "fork with conditioners; see README)."),
+           voice_prompts: bool = typer.Option(False, "--voice-prompts", help="moshi: also write each session's "
+                                              "voice prompt as voices/<session>.wav (PersonaPlex's voice folder)."),
            check: bool = typer.Option(False, "--check", help="Read the export back with its consumer's reader "
                                       "(sphn, lhotse, praatio, NeMo's CTM rule) and report what it read.")) -> None:
     """Export a run for a trainer or benchmark, recomputed from each session's timeline."""
@@ -496,14 +498,16 @@ def export(out_dir: Path = typer.Argument(..., help="A run folder."),
 
     meta = export_run(out_dir, fmt, output, check=check, decision_lag=decision_lag, sample_rate=sample_rate,
                       target_sample_rate=target_sample_rate, shar=shar, sound_tags=sound_tags, others=others,
-                      text_conditions=text_conditions)
+                      text_conditions=text_conditions, voice_prompts=voice_prompts)
     console.print(f"[green]exported[/] {fmt} to {output}: "
                   + ", ".join(f"{k} {v}" for k, v in meta.items() if isinstance(v, (int, float)) and k != "source"))
     if check:
         c = meta["check"]
         console.print(f"[green]read back[/] with {c['reader']}: {c['sessions']} sessions, {c['seconds']:.1f} s, "
                       f"{c['words']} words, {c['colliding_words']} sharing an 80 ms frame with another word "
-                      "of their speaker" + (f" (e.g. {c['collision_examples'][0]})" if c["collision_examples"] else ""))
+                      "of their speaker" + (f" (e.g. {c['collision_examples'][0]})" if c["collision_examples"] else "")
+                      + (f"; {c['voice_prompts']} voice-prompt clips, {c['voice_prompt_seconds']:.1f} s"
+                         if "voice_prompts" in c else ""))
 
 
 @app.command()

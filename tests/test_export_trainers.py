@@ -72,6 +72,23 @@ def _check_cut(cut, s, rate):
     assert rec.system_prompt and cut.custom["system_prompt"] == rec.system_prompt
 
 
+def _voice(s):
+    """The record's voice-prompt clip, as stored (float32 of its 16-bit FLAC)."""
+    return sf.read(io.BytesIO(s.voice_flac), dtype="float32")[0]
+
+
+def _check_voice(cut, s, nemo_rate):
+    """The cut's voice prompt is the record's clip whole, read as lhotse's load_custom and as NeMo's
+    get_audio_prompt read it (``cut.context_audio.resample(rate).load_audio()``)."""
+    want = _voice(s)
+    voice = cut.load_context_audio()[0]
+    assert cut.context_audio.sampling_rate == cut.sampling_rate and len(voice) == len(want)
+    assert 2 < len(voice) / cut.sampling_rate < 12 < cut.duration  # shorter than the session: not cut to it
+    assert np.max(np.abs(voice - want)) < 2 / 32768
+    nemo = cut.context_audio.resample(nemo_rate).load_audio()
+    assert nemo.shape[0] == 1 and abs(nemo.shape[1] - len(want) * nemo_rate / cut.sampling_rate) <= 1
+
+
 def test_lhotse_manifest_moved_loads_with_relative_paths(run_dir, tmp_path_factory, sessions):
     out = moved(run_dir, tmp_path_factory, "lhotse")
     meta = json.loads((out / "export.json").read_text())
@@ -82,11 +99,7 @@ def test_lhotse_manifest_moved_loads_with_relative_paths(run_dir, tmp_path_facto
     assert sorted(c.id for c in cuts) == sorted(sessions)
     for cut in cuts:
         _check_cut(cut, sessions[cut.id], 22050)
-        # the voice prompt: the record's clip, whole (not cut to the session's span), a few seconds
-        voice = cut.load_context_audio()[0]
-        want = sf.read(io.BytesIO(sessions[cut.id].voice_flac), dtype="float32")[0]
-        assert cut.context_audio.sampling_rate == cut.sampling_rate and 2 < len(voice) / cut.sampling_rate < 12
-        assert np.max(np.abs(voice - want)) < 2 / 32768
+        _check_voice(cut, sessions[cut.id], 22050)
     assert any(e.completion == "interrupted" for s in sessions.values() for e in s.record.events
                if e.speaker == "system")
 
@@ -100,6 +113,7 @@ def test_lhotse_shar_moved_loads_and_collates_as_nemo_does(run_dir, tmp_path_fac
     assert sorted(c.id for c in got) == sorted(sessions)
     for cut in got:
         _check_cut(cut, sessions[cut.id], 24000)
+        _check_voice(cut, sessions[cut.id], 24000)
     # NeMo's DuplexS2SDataset: source audio resampled, target audio collated from the custom field
     batch = lhotse.CutSet(got[:2])
     _, source_lens = collate_audio(batch.resample(16000))
@@ -107,6 +121,81 @@ def test_lhotse_shar_moved_loads_and_collates_as_nemo_does(run_dir, tmp_path_fac
     assert [int(x) for x in source_lens] == [c.num_samples for c in got[:2]]
     assert [abs(int(n) - c.duration * 24000) <= 1 for n, c in zip(target_lens, got[:2])] == [True, True]
     assert target.shape == (2, int(max(target_lens)))
+
+
+class _Run:
+    """A run's sessions, the first without a voice prompt (a record written before them)."""
+
+    def __init__(self, run_dir):
+        import dataclasses
+
+        self.path = run_dir
+        self._sessions = list(RunFolder(run_dir).sessions())
+        self._sessions[0] = dataclasses.replace(self._sessions[0], voice_flac=b"")
+
+    def sessions(self):
+        return iter(self._sessions)
+
+
+def test_lhotse_shar_voice_prompts_line_up_across_shards(run_dir, tmp_path, sessions, monkeypatch):
+    """Several shards, one session without a clip: its placeholder keeps every later clip on its cut."""
+    from synth.export import lhotse_cuts
+
+    monkeypatch.setattr(lhotse_cuts, "SHAR_SHARD_SIZE", 2)
+    run = _Run(run_dir)
+    meta = lhotse_cuts.export(run, tmp_path, shar=True)
+    assert meta["voice_prompts"] == len(sessions) - 1
+    assert len(list((tmp_path / "shar").glob("context_audio.*.tar"))) == -(-len(sessions) // 2) >= 3
+    got = list(lhotse.CutSet.from_shar(in_dir=tmp_path / "shar"))
+    assert [c.id for c in got] == [s.record.session_id for s in run.sessions()]
+    assert not got[0].has_custom("context_audio")
+    for cut in got[1:]:
+        _check_voice(cut, sessions[cut.id], 22050)
+    from synth.export.check import check_lhotse
+
+    read = check_lhotse(tmp_path, meta)
+    assert read["voice_prompts"] == len(sessions) - 1
+    assert abs(read["voice_prompt_seconds"] - sum(len(_voice(sessions[c.id])) / c.sampling_rate
+                                                  for c in got[1:])) < 0.01
+
+
+def test_check_catches_a_voice_prompt_cut_to_its_session(run_dir, tmp_path):
+    """Why the voice prompt has its own writer: lhotse 1.33's SharWriter, given context_audio as a
+    field, declares the cut's length for the clip; the check then fails in one line, naming the cut."""
+    from lhotse.shar import SharWriter
+
+    from synth.export.check import check_lhotse
+    from synth.export.lhotse_cuts import session_cut
+
+    (tmp_path / "shar").mkdir()
+    s = next(RunFolder(run_dir).sessions())
+    with SharWriter(tmp_path / "shar", fields={"recording": "flac", "target_audio": "flac",
+                                               "context_audio": "flac"}) as w:
+        w.write(session_cut(s, 22050, "drop", True, None))
+    meta = {"layout": "shar", "target_sample_rate": 22050, "voice_prompts": 1}
+    with pytest.raises(ValueError, match=f"^{s.record.session_id}: The number of declared samples"):
+        check_lhotse(tmp_path, meta)
+
+
+def test_moshi_voice_prompts_moved_load_as_personaplex_reads_them(run_dir, tmp_path_factory, sessions):
+    """voices/<session>.wav: the folder PersonaPlex's --voice-prompt-dir names, each file read as its
+    LMGen.load_voice_prompt does (sphn.read, resampled to 24 kHz); data.jsonl names each clip."""
+    out = moved(run_dir, tmp_path_factory, "moshi", voice_prompts=True)
+    lines = [json.loads(x) for x in (out / "data.jsonl").read_text().splitlines()]
+    assert sorted(x["voice_prompt"] for x in lines) == sorted(f"voices/{sid}.wav" for sid in sessions)
+    for x in lines:
+        sid = x["voice_prompt"][len("voices/"):-4]
+        assert x["path"] == f"audio/{sid}.wav"
+        pcm, sr = sphn.read(str(out / "voices" / f"{sid}.wav"))  # --voice-prompt-dir out/voices
+        pcm = sphn.resample(pcm, src_sample_rate=sr, dst_sample_rate=24000)
+        want = resample(_voice(sessions[sid]), sessions[sid].record.sample_rate, 24000)
+        assert pcm.shape == (1, len(want)) and np.max(np.abs(pcm[0] - want)) < 2 / 32768
+    # sphn's loader, moshi-finetune's, reads the manifest with the extra key as before
+    ds = sphn.dataset_jsonl(str(out / "data.jsonl"), duration_sec=10.0, num_threads=1, sample_rate=24000,
+                            pad_last_segment=True)
+    assert {p.rsplit("/", 1)[1][:-4] for p in (x["path"] for x in ds.seq(skip=0, step_by=1))} == set(sessions)
+    meta = json.loads((out / "export.json").read_text())
+    assert meta["voice_prompts"] == len(sessions)
 
 
 def test_moshi_export_moved_loads_with_sphn(run_dir, tmp_path_factory, sessions):
@@ -139,12 +228,18 @@ def test_moshi_text_conditions_hold_the_system_prompt_when_asked(run_dir, tmp_pa
 def test_check_reads_every_format_back(run_dir, tmp_path):
     r = synth("export", run_dir, "--format", "lhotse", "--shar", "-o", tmp_path / "l", "--check")
     n = len(list(RunFolder(run_dir).sessions(with_audio=False)))
-    assert f"read back with lhotse {lhotse.__version__}: {n} sessions" in " ".join(r.stderr.split())
-    for fmt in ("moshi", "textgrid", "rttm"):
-        meta = export_run(run_dir, fmt, tmp_path / fmt, check=True)
+    said = " ".join(r.stderr.split())
+    assert f"read back with lhotse {lhotse.__version__}: {n} sessions" in said
+    assert f"; {n} voice-prompt clips, " in said
+    for fmt, options in (("moshi", {"voice_prompts": True}), ("moshi", {}), ("textgrid", {}), ("rttm", {})):
+        meta = export_run(run_dir, fmt, tmp_path / f"{fmt}{len(options)}", check=True, **options)
         c = meta["check"]
         assert c["sessions"] == n and c["words"] > 100 and c["seconds"] > 60
         assert 0 <= c["colliding_words"] < c["words"] / 10
+        if options:
+            assert c["voice_prompts"] == n and 2 * n < c["voice_prompt_seconds"] < 12 * n
+        else:
+            assert "voice_prompts" not in c
 
 
 @pytest.mark.parametrize("args, field", [
@@ -156,6 +251,7 @@ def test_check_reads_every_format_back(run_dir, tmp_path):
     (["--format", "moshi", "--decision-lag", "3"], "--decision-lag"),
     (["--format", "textgrid", "--sound-tags", "keep"], "--sound-tags"),
     (["--format", "minicpm", "--shar"], "--shar"),
+    (["--format", "lhotse", "--voice-prompts"], "--voice-prompts"),
     (["--format", "fdb", "--sample-rate", "16000"], "--sample-rate"),
 ])
 def test_bad_export_options_are_one_line_exit_2(run_dir, tmp_path, args, field):

@@ -70,7 +70,8 @@ def export_run(run_dir: str | Path, fmt: str, out_dir: str | Path, check: bool =
 
 
 TAKES = {
-    "lhotse": ("target_sample_rate", "shar", "sound_tags"), "moshi": ("sample_rate", "others", "sound_tags", "text_conditions"),
+    "lhotse": ("target_sample_rate", "shar", "sound_tags"), "moshi": ("sample_rate", "others", "sound_tags", "text_conditions",
+                                                                 "voice_prompts"),
     "minicpm": ("decision_lag",), "fdb": (), "textgrid": (), "rttm": ("sound_tags",), "audacity": (),
 }
 """The options each format takes (the keyword arguments of its exporter that the command line sets)."""

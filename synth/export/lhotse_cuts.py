@@ -24,23 +24,35 @@ Per session:
 - ``supervision.alignment["word"]``: per-word timing (seconds from the session start);
 - ``custom``: ``system_prompt`` (the assistant's, ``synth.persona``; NeMo's duplex models read
   it as the text prompt), ``context_audio`` (the assistant's voice prompt, a few seconds of its
-  voice rendered apart from the session, at the run's rate: NeMo resamples it to its target rate
-  and conditions the speaker on it; manifest form only, because lhotse 1.33's Shar writer stores a
-  custom recording with its cut's duration, so a shorter, unaligned clip does not read back), ``language``, ``scenario_id``, ``phenomena``, and the frame labels at the run's
-  80 ms period (``frame_period_s``, ``sys_action``, ``sys_floor``, ``usr_floor``: value indices,
-  their names in ``export.json``).
+  voice rendered apart from the session, at the run's rate, with ``context_audio_unaligned``
+  so that lhotse's ``cut.load_custom`` loads it whole instead of cutting it to the cut's span;
+  NeMo's duplex datasets read it as ``cut.context_audio.resample(rate).load_audio()`` and
+  condition the speaker on it), ``language``, ``scenario_id``, ``phenomena``, and the frame
+  labels at the run's 80 ms period (``frame_period_s``, ``sys_action``, ``sys_floor``,
+  ``usr_floor``: value indices, their names in ``export.json``).
 
 Layout under ``DIR``::
 
     cuts.jsonl.gz                   the CutSet; audio paths relative to DIR
     audio/<session>.user.wav        16-bit PCM, the run's rate
     audio/<session>.assistant.wav   16-bit PCM, the target rate
+    audio/<session>.voice.wav       the voice prompt, 16-bit PCM, the run's rate
     export.json
 
 or with ``shar=True`` lhotse Shar shards (``cuts.NNNNNN.jsonl.gz``, ``recording.NNNNNN.tar``,
-``target_audio.NNNNNN.tar``, FLAC) under ``DIR/shar``, ``SHAR_SHARD_SIZE`` sessions each: the audio
-travels inside the shards, the form NeMo's docs recommend for training (``input_cfg: [{type:
-lhotse_shar, shar_path: DIR/shar}]``).
+``target_audio.NNNNNN.tar``, ``context_audio.NNNNNN.tar``, FLAC) under ``DIR/shar``,
+``SHAR_SHARD_SIZE`` sessions each: the audio travels inside the shards, the form NeMo's docs
+recommend for training (``input_cfg: [{type: lhotse_shar, shar_path: DIR/shar}]``).
+
+The voice prompt in Shar: lhotse 1.33's ``SharWriter`` stores a custom ``Recording`` under the
+manifest of ``to_shar_placeholder(recording, cut)``, whose duration and ``num_samples`` are the
+*cut's*; a clip shorter than its session then fails to load (``AudioLoadingError``: declared
+samples diverge). So ``context_audio`` is written beside the ``SharWriter`` as a Shar field of its
+own, by lhotse's ``AudioTarWriter`` (the writer ``SharWriter`` uses per field), whose manifest is
+``to_shar_placeholder(recording)``: the clip's own length. Both write one entry per cut (a
+placeholder where a session has no clip) with the same shard size, so the shards line up, and
+``CutSet.from_shar(in_dir=DIR/shar)`` finds the field by its file name and attaches it to each
+cut as ``cut.context_audio``. A reader listing ``fields`` itself must name ``context_audio`` too.
 """
 
 from __future__ import annotations
@@ -57,6 +69,7 @@ from .common import join_spoken, kept_word, resample, write_json, write_wav
 ROLES = {"user": "User", "system": "Assistant", "third_party": "third_party", "background": "background"}
 TARGET_RATES = (16000, 22050, 24000, 44100, 48000)
 SHAR_SHARD_SIZE = 100
+VOICE_FIELD = "context_audio"  # lhotse custom field of the voice prompt (NeMo reads this name)
 
 
 @dataclass(frozen=True)
@@ -143,8 +156,7 @@ def session_cut(session, target_sample_rate: int, sound_tags: str, word_alignmen
     sid = rec.session_id
     user, sr = session.decode("user")
     target = resample(session.decode("system")[0], sr, target_sample_rate)
-    # the voice prompt, manifest form only (see the module docstring)
-    voice = session.decode("voice")[0] if session.voice_flac and out is not None else None
+    voice = session.decode("voice")[0] if session.voice_flac else None
     paths = (None, None, None)
     if out is not None:
         paths = (f"audio/{sid}.user.wav", f"audio/{sid}.assistant.wav", f"audio/{sid}.voice.wav")
@@ -160,16 +172,44 @@ def session_cut(session, target_sample_rate: int, sound_tags: str, word_alignmen
     if rec.system_prompt:
         custom["system_prompt"] = rec.system_prompt
     if voice is not None:
-        custom["context_audio"] = _recording(f"{sid}-voice", voice, sr, paths[2])
-        custom["context_audio_unaligned"] = True  # lhotse: not cut to the cut's span, loaded whole
+        custom[VOICE_FIELD] = _recording(f"{sid}-voice", voice, sr, paths[2])
+        custom[f"{VOICE_FIELD}_unaligned"] = True  # lhotse: not cut to the cut's span, loaded whole
     recording = _recording(sid, user, sr, paths[0])
     sups = [_supervision(s, rec, word_alignments) for s in segments(rec, sound_tags)]
     return MonoCut(id=sid, start=0.0, duration=recording.duration, channel=0, recording=recording,
                    supervisions=sups, custom=custom)
 
 
+def _shar_writers(out: Path, stack):
+    """The Shar writers: lhotse's ``SharWriter`` for the cuts and their aligned audio, and an
+    ``AudioTarWriter`` for ``context_audio`` that keeps the clip's own length (module docstring)."""
+    from lhotse.shar import AudioTarWriter, SharWriter
+
+    shar = out / "shar"
+    shar.mkdir(parents=True, exist_ok=True)
+    for old in shar.glob("*.[0-9][0-9][0-9][0-9][0-9][0-9].*"):
+        old.unlink()  # an earlier export's shards: from_shar would read every one in the folder
+    cuts = stack.enter_context(SharWriter(shar, fields={"recording": "flac", "target_audio": "flac"},
+                                          shard_size=SHAR_SHARD_SIZE))
+    voices = stack.enter_context(AudioTarWriter(f"{shar}/{VOICE_FIELD}.%06d.tar", shard_size=SHAR_SHARD_SIZE,
+                                                format="flac"))
+    return cuts, voices
+
+
+def _write_shar(cuts, voices, cut) -> None:
+    """One cut into the shards: its voice prompt (or a placeholder) into its own field first."""
+    voice = cut.custom.pop(VOICE_FIELD, None)
+    if voice is None:
+        voices.write_placeholder(cut.id)
+    else:
+        voices.write(cut.id, voice.load_audio(), voice.sampling_rate, manifest=voice)
+    cuts.write(cut)
+
+
 def export(run, out: Path, target_sample_rate: int = 22050, shar: bool = False, sound_tags: str = "drop",
            word_alignments: bool = True, **_) -> dict:
+    from contextlib import ExitStack
+
     from ..errors import UserError
 
     if target_sample_rate not in TARGET_RATES:
@@ -177,30 +217,30 @@ def export(run, out: Path, target_sample_rate: int = 22050, shar: bool = False, 
                         f"(got {target_sample_rate})")
     try:
         from lhotse import CutSet
-        from lhotse.shar import SharWriter
     except ImportError as e:
         raise UserError("synth export --format lhotse needs the package lhotse: "
                         "pip install 'duplexsynth[export]' (or make install)") from e
-    count = seconds = 0
-    if shar:
-        (out / "shar").mkdir(parents=True, exist_ok=True)
-        for old in (out / "shar").glob("*.[0-9][0-9][0-9][0-9][0-9][0-9].*"):
-            old.unlink()  # an earlier export's shards: from_shar would read every one in the folder
-        writer = SharWriter(out / "shar", fields={"recording": "flac", "target_audio": "flac"},
-                            shard_size=SHAR_SHARD_SIZE)
-    else:
-        writer = CutSet.open_writer(out / "cuts.jsonl.gz")
-    with writer:
+    count = seconds = voices = 0
+    with ExitStack() as stack:
+        if shar:
+            shar_writers = _shar_writers(out, stack)
+        else:
+            writer = stack.enter_context(CutSet.open_writer(out / "cuts.jsonl.gz"))
         for s in run.sessions():
             cut = session_cut(s, target_sample_rate, sound_tags, word_alignments, None if shar else out)
-            writer.write(cut)
+            voices += cut.has_custom(VOICE_FIELD)
+            if shar:
+                _write_shar(*shar_writers, cut)
+            else:
+                writer.write(cut)
             count, seconds = count + 1, seconds + cut.duration
     meta = {"format": "lhotse", "layout": "shar" if shar else "manifest", "sessions": count,
-            "hours": round(seconds / 3600, 4), "target_sample_rate": target_sample_rate,
+            "hours": round(seconds / 3600, 4), "target_sample_rate": target_sample_rate, "voice_prompts": voices,
             "roles": {"input": ["User"], "output": ["Assistant"]}, "sound_tags": sound_tags,
             "label_names": {"sys_action": list(SYS_ACTIONS), "sys_floor": list(FLOORS), "usr_floor": list(FLOORS)},
             "note": "recording = user side (ch0); custom.target_audio = clean system channel (ch1) at the "
-                    "target rate; manifest paths are relative to this folder",
+                    "target rate; custom.context_audio = the assistant's voice prompt, whole (in Shar: "
+                    "its own field, context_audio.NNNNNN.tar); manifest paths are relative to this folder",
             "source": str(run.path)}
     write_json(out / "export.json", meta)
     return meta

@@ -17,6 +17,8 @@ Layout under ``DIR``::
     audio/<session>.wav     stereo, ch0 = system (assistant), ch1 = user side
     audio/<session>.json    {"alignments": [...]}: every speaker's words, one list sorted by start
     data.jsonl              {"path": "audio/<session>.wav", "duration": s}, paths relative to DIR
+    voices/<session>.wav    with voice_prompts: the assistant's voice prompt, mono, 16-bit, the export's
+                            rate; data.jsonl's line then also holds "voice_prompt": "voices/<session>.wav"
     export.json             channel order, sample rate, speaker labels, counts
 
 Speakers: ``SPEAKER_MAIN`` (the assistant), ``SPEAKER_OTHER`` (the user), and with
@@ -32,6 +34,19 @@ Text conditions (``text_conditions="NAME"``, off by default): each ``x.json`` al
 and moshi's ``ConditionAttributes`` check refuses a plain dict, so upstream moshi-finetune trains
 with it only in a fork that has conditioners and turns the dict into
 ``ConditionAttributes(text={NAME: prompt})``. Hence opt-in, never the default.
+
+Voice prompts (``voice_prompts=True``, off by default): NVIDIA PersonaPlex (a Moshi fine-tune
+conditioned on a voice prompt and a text prompt) reads a voice prompt as a file named by its
+basename inside a voice-prompt folder (``moshi/offline.py``: ``--voice-prompt-dir``,
+``--voice-prompt``; ``models/lm.py`` ``LMGen.load_voice_prompt``: ``sphn.read``, resampled to 24 kHz,
+normalised to -24 LUFS), so ``voices/`` is such a folder (``--voice-prompt-dir DIR/voices
+--voice-prompt <session>.wav``), and ``--text-conditions`` holds the matching text prompt (the
+session's system prompt). PersonaPlex publishes no training code or data layout, and the
+public forks that train it each read their own (e.g. one folder per sample with
+``voice_prompt_left.wav`` and ``metadata.json``); moshi-finetune has no voice-prompt key. So the
+clip's place in the manifest, ``"voice_prompt"`` beside ``"path"`` (relative to ``data.jsonl``'s
+folder, the rule ``sphn.dataset_jsonl`` applies to ``path``; it ignores the extra key), is ours:
+a fork that conditions on a voice reads it from there.
 
 Text tokenizers: Moshi's released text tokenizer is an English SentencePiece model; the Mandarin
 and code-switched sessions need a text tokenizer that covers Han characters (the alignments hold
@@ -66,8 +81,23 @@ def label(talker: str) -> str:
     return LABELS.get(talker) or "SPEAKER_" + talker.upper().replace("-", "_")
 
 
+def _write_voice(session, out: Path, sample_rate: int) -> str:
+    """The session's voice prompt as ``voices/<session>.wav`` (mono, at the export's rate); its
+    path relative to ``out``. A record without a clip cannot be given one: refused."""
+    from ..errors import UserError
+
+    sid = session.record.session_id
+    if not session.voice_flac:
+        raise UserError(f"--voice-prompts: session {sid} has no voice-prompt clip (its run was written "
+                        "before voice prompts: run it again to have them)")
+    voice, sr = session.decode("voice")
+    rel = f"voices/{sid}.wav"
+    write_wav(out / rel, resample(voice, sr, sample_rate), sample_rate)
+    return rel
+
+
 def export(run, out: Path, sample_rate: int = 24000, others: str = "label", sound_tags: str = "drop",
-           text_conditions: str | None = None, **_) -> dict:
+           text_conditions: str | None = None, voice_prompts: bool = False, **_) -> dict:
     from ..errors import UserError
     from ..io.files import write_text_atomic
 
@@ -87,11 +117,15 @@ def export(run, out: Path, sample_rate: int = 24000, others: str = "label", soun
         if text_conditions:
             info["text_conditions"] = {text_conditions: rec.system_prompt}
         write_json((out / rel).with_suffix(".json"), info)
-        lines.append(json.dumps({"path": rel, "duration": round(len(stereo) / sample_rate, 4)}))
+        line = {"path": rel, "duration": round(len(stereo) / sample_rate, 4)}
+        if voice_prompts:
+            line["voice_prompt"] = _write_voice(s, out, sample_rate)
+        lines.append(json.dumps(line))
     write_text_atomic(out / "data.jsonl", "\n".join(lines) + ("\n" if lines else ""))
     labels = {k: v for k, v in LABELS.items() if others == "label" or k in ("system", "user")}
     meta = {"format": "moshi", "channels": ["system", "user"], "sample_rate": sample_rate, "speakers": labels,
             "sound_tags": sound_tags, "text_conditions": text_conditions,
+            "voice_prompts": len(lines) if voice_prompts else 0,
             "note": "channel 0 is the assistant (Moshi's order); the run's own order is user, system; "
                     "paths in data.jsonl are relative to this folder",
             "sessions": len(lines), "source": str(run.path)}
