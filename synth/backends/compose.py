@@ -148,8 +148,11 @@ class Composer:
             return out
         bad = negative or kind in ("deny", "bad_news")
         f = self._choose(self.follow["bad_news" if bad else "any"])
-        f = say(f) if say is not None else f
-        longer = out + (" " if self.lang == "en" or f[:1].isascii() else "") + f
+        if "{" in f:
+            if say is None:
+                return out
+            f = say(f)
+        longer = out + (" " if self.lang == "en" or out[-1:].isascii() and f[:1].isascii() else "") + f
         return longer if word_count(longer) <= max(MAX_WORDS, word_count(content)) else out
 
     def _join(self, ack: str, rest: str, join_lines) -> str:

@@ -17,9 +17,10 @@ import sys
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import Annotated
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 
 from ..errors import UserError
 from ..schema.common import Model
@@ -66,7 +67,19 @@ def fill(text: str, values: dict[str, str]) -> str:
 
 
 Texts = list[str]
-Slot = list[str] | GenSpec
+def _slot(v):
+    """A mapping is a generator spec (one error naming its field, not one per union member)."""
+    if isinstance(v, dict):
+        try:
+            return GenSpec.model_validate(v)
+        except ValidationError as e:
+            err = e.errors()[0]
+            msg = err["msg"].removeprefix("Value error, ")
+            raise ValueError(f"{'.'.join(str(x) for x in err['loc']) + ': ' if err['loc'] else ''}{msg}") from None
+    return v
+
+
+Slot = Annotated[list[str] | GenSpec, BeforeValidator(_slot)]
 """A slot: listed values (a closed set), or a generator spec (``{generate: time, ...}``, :mod:`.values`)."""
 
 
@@ -442,6 +455,10 @@ def check_file(path: Path) -> list[str]:
         raw = yaml.load(path.read_text("utf-8"), Loader=_LOADER)
     except yaml.YAMLError as e:
         return [f"{path}: not YAML: {e}"]
+    if path.name.startswith("_parts"):  # the pools answers are composed from (compose.py)
+        from .compose import check_parts
+
+        return check_parts(raw, str(path))
     if is_added_file(raw):
         try:
             added = AddedFile.model_validate(raw)

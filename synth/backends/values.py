@@ -293,3 +293,44 @@ def samples(spec: GenSpec, lang: str, k: int = 24) -> list[str]:
     """``k`` values of ``spec`` from a fixed rng: what the frame checker checks against the text rules."""
     rng = np.random.default_rng(0)
     return [draw(spec, rng, lang) for _ in range(k)]
+
+
+# -- reading numbers back (tests, and the one-off conversion of listed slots) ----------------------
+def parse_en_number(text: str) -> int | None:
+    """"two hundred and forty five" -> 245; None for anything else."""
+    total, cur = 0, 0
+    words = text.replace("-", " ").split()
+    if not words:
+        return None
+    for w in words:
+        if w == "and":
+            continue
+        if w in _EN_UNITS:
+            cur += _EN_UNITS.index(w)
+        elif w in _EN_TENS[2:]:
+            cur += 10 * _EN_TENS.index(w)
+        elif w == "hundred":
+            cur = (cur or 1) * 100
+        elif w == "thousand":
+            total, cur = total + (cur or 1) * 1000, 0
+        else:
+            return None
+    return total + cur
+
+
+def parse_zh_number(text: str) -> int | None:
+    """二十五 -> 25, 两千三百 -> 2300, 十二万零四十五 -> 120045; None for anything else."""
+    digits = {c: i for i, c in enumerate(_ZH_DIGITS)} | {"两": 2}
+    if not text or any(c not in "零一二两三四五六七八九十百千万" for c in text):
+        return None
+    total, sec, cur = 0, 0, 0
+    for c in text:
+        if c in digits:
+            cur = digits[c]
+        elif c == "十":
+            sec, cur = sec + (cur or 1) * 10, 0
+        elif c in "百千":
+            sec, cur = sec + cur * (100 if c == "百" else 1000), 0
+        else:  # 万
+            total, sec, cur = total + (sec + cur) * 10_000, 0, 0
+    return total + sec + cur
