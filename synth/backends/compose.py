@@ -155,6 +155,35 @@ class Composer:
         longer = out + (" " if self.lang == "en" or out[-1:].isascii() and f[:1].isascii() else "") + f
         return longer if word_count(longer) <= max(MAX_WORDS, word_count(content)) else out
 
+    def closing(self, text: str) -> str:
+        """A system closing (filled) re-said from parts: a thanks-receipt opening ("You're
+        welcome") re-drawn, and its last phrase, when it is a wish ("have a good day"), replaced by
+        another sign-off, or a sign-off added (the rest, what the session did, stays)."""
+        c = parts()[self.lang]["closing"]
+        comma = ", " if self.lang == "en" else "，"
+        body = text.rstrip()
+        end = body[-1:] if body[-1:] in ".!。！" else ""
+        phrases = [p.strip() for p in re.split(r"[,，]", body[: len(body) - len(end)]) if p.strip()]
+        if len(phrases) > 1 and phrases[0].lower() in {h.lower() for h in c["heads"]} and self.rng.random() < SWAP_P:
+            phrases[0] = self._choose(c["welcome"])
+        last = phrases[-1].lower()
+        wish = len(phrases) > 1 and any(last.startswith(w.lower()) or w.lower() in last for w in c["wish"])
+        if wish or self.rng.random() < FOLLOW_P:
+            signoff = self._choose(c["signoff"])
+            phrases = phrases[:-1] + [signoff] if wish else phrases + [signoff]
+        out = comma.join(phrases) + (end or ("." if self.lang == "en" else "。"))
+        return out if word_count(out) <= max(MAX_WORDS, word_count(text)) else text
+
+    def clarify(self, say=None) -> str:
+        """"Sorry, the line broke up, could you say that again?": an apology, why, and the ask
+        (one that names the topic only where ``say`` can fill it)."""
+        c = parts()[self.lang]["clarify"]
+        asks = [a for a in c["ask"] if say is not None or "{" not in a]
+        ask = self._choose(asks)
+        comma = ", " if self.lang == "en" else "，"
+        line = comma.join([self._choose(c["open"]), self._choose(c["why"]), ask])
+        return say(line) if say is not None and "{" in line else line
+
     def _join(self, ack: str, rest: str, join_lines) -> str:
         """English: "Sure," and the content going on in lower case (names keep their capital);
         Chinese and en-zh: a Chinese comma, the content as written ("Sorry 啊，travel card ...")."""
@@ -206,6 +235,7 @@ def check_parts(raw, where: str = "_parts.yaml") -> list[str]:
                 out += _part_problems(t, lang, f"{at}.followon.{kind}", FOLLOW_WORDS)
                 if kind == "any" and is_negative(t, lang):
                     out.append(f"{at}.followon.any: {t!r} is regretful (it follows good news too)")
+        out += _closing_problems(p, lang, at)
         known = set(domains())
         for dom, pool in (p.get("followon_domain") or {}).items():
             if dom not in known:
@@ -218,6 +248,24 @@ def check_parts(raw, where: str = "_parts.yaml") -> list[str]:
     return out
 
 
+def _closing_problems(p: dict, lang: str, at: str) -> list[str]:
+    """The closing and clarify pools: present, long enough, spoken-text rules; a clarify ask is a question."""
+    out = []
+    for sect, keys in (("closing", ("welcome", "heads", "wish", "signoff")), ("clarify", ("open", "why", "ask"))):
+        for key in keys:
+            pool = (p.get(sect) or {}).get(key)
+            if not isinstance(pool, list) or len(pool) < 3:
+                out.append(f"{at}.{sect}.{key}: want a list of at least 3")
+                continue
+            if key in ("heads", "wish"):
+                continue
+            for t in pool:
+                out += _part_problems(t, lang, f"{at}.{sect}.{key}", (1, 10))
+                if key == "ask" and isinstance(t, str) and t.rstrip()[-1:] not in "?？":
+                    out.append(f"{at}.clarify.ask: {t!r} is not a question")
+    return out
+
+
 def _part_problems(text, lang: str, where: str, size: tuple[int, int]) -> list[str]:
     from .frames import _line_problems, fields
 
@@ -227,7 +275,8 @@ def _part_problems(text, lang: str, where: str, size: tuple[int, int]) -> list[s
         return [f"{where}: {text!r} uses a field other than {{topic}}"]
     spoken = text.replace("{topic}", "它" if lang != "en" else "it")
     out = [p for p in _line_problems(spoken, lang, where, "part") if " words, want " not in p
-           and not (".ack." in where and "no Chinese" in p)]  # an en-zh ack may be all English ("OK", "Sorry")
+           and not (re.search(r"\.(ack|closing|clarify)\.", where) and "no Chinese" in p)]  # an en-zh part of a
+    # line may be all English ("OK", "Sorry", "take care"): the line it goes into is mixed
     n = word_count(spoken)
     if not size[0] <= n <= size[1]:
         out.append(f"{where}: {n} words, want {size[0]}-{size[1]}: {text!r}")

@@ -261,7 +261,7 @@ class _Builder:
             act = "request" if first else "followup"
             user, answers = self.user_turn(act, unit, after, first)
         if self.rate("other_initiated_repair"):
-            clarify = self.add("system", "clarify", self.pickc("clarify"), "take", "responds_to", user,
+            clarify = self.add("system", "clarify", s.composer.clarify(s.say), "take", "responds_to", user,
                                ["other_initiated_repair"])
             user = self.add("user", "repair_repeat", _turn_words(self.events, user), "take", "responds_to", clarify)
         return self.system_answer(user, unit, answers)
@@ -505,7 +505,8 @@ class _Builder:
         if self.rate("closing_sequence"):
             c = self.choose(s.blk.closings)
             bye = self.add("user", "closing", s.say(c["user"]), "take", "responds_to", last)
-            self.add("system", "closing", s.say(c["system"]), "take", "responds_to", bye, ["closing_sequence"])
+            self.add("system", "closing", s.composer.closing(s.say(c["system"])), "take", "responds_to", bye,
+                     ["closing_sequence"])
         return Plan(session_id=self.session_id, scenario_id=self.seed.id, language=self.seed.language,
                     planner=ScriptedPlanner.name, events=self.events, work=self.work,
                     planner_meta=s.log)
