@@ -225,3 +225,27 @@ def test_the_checker_refuses_a_bad_generator_spec(tmp_path):
         GenSpec(generate="price", min=50, max=10)
     with pytest.raises(ValueError):
         GenSpec(generate="digits", n=40)
+
+
+def test_closings_keep_what_was_done_and_end_with_one_sign_off():
+    text = "You're welcome, I'll send a summary to your app, and have a good evening."
+    c = parts()["en"]["closing"]
+    outs = [Composer(np.random.default_rng(i), "en", "banking").closing(text) for i in range(200)]
+    assert len(set(outs)) > 30
+    for o in outs:
+        assert "I'll send a summary to your app" in o and o.endswith("."), o
+        end = max((x for x in c["signoff"] if o.endswith(x + ".")), key=len)  # the old wish replaced, not kept
+        assert "have a good evening" not in o[: -len(end) - 1], o
+        assert o.split(",")[0] in c["welcome"] + ["You're welcome"], o
+    zh = Composer(np.random.default_rng(3), "zh", "banking").closing("不客气，今天办的业务都会发到您的手机银行消息里，祝您工作顺利。")
+    assert "今天办的业务都会发到您的手机银行消息里" in zh and zh.endswith("。") and " " not in zh
+
+
+@pytest.mark.parametrize("lang", ["en", "zh", "en-zh"])
+def test_a_clarification_asks_again_and_names_the_topic_when_it_can(lang):
+    outs = [Composer(np.random.default_rng(i), lang, "banking").clarify(lambda t: t.replace("{topic}", "TOPIC"))
+            for i in range(300)]
+    assert len(set(outs)) > 100
+    assert all(o.rstrip()[-1] in "?？" for o in outs)
+    assert any("TOPIC" in o for o in outs)
+    assert not any("{" in Composer(np.random.default_rng(i), lang, "banking").clarify() for i in range(100))
