@@ -249,3 +249,14 @@ def test_a_clarification_asks_again_and_names_the_topic_when_it_can(lang):
     assert all(o.rstrip()[-1] in "?？" for o in outs)
     assert any("TOPIC" in o for o in outs)
     assert not any("{" in Composer(np.random.default_rng(i), lang, "banking").clarify() for i in range(100))
+
+
+def test_a_yes_that_echoes_the_question_stays_a_yes_and_a_report_of_work_done_gets_a_compliance():
+    confirm, comply, neutral = pool("en", "confirm"), pool("en", "comply"), pool("en", "neutral")
+    for o in composed("Yes, you will, and the text has a code, so you can skip the queue at the counter.",
+                      "Can you text me when it's ready?"):
+        assert head_of(o, confirm) is not None and ", you will, and" in o, o
+    done = composed("I've added the kids' room lights to the routine, they fade in at seven.", "And the kids' room?")
+    assert not any(head_of(o, neutral - comply) for o in done)
+    zh = composed("已经在群里说了，还提了你老公，让他确认能不能陪着去。", "在家庭群里说一声吧。", lang="zh")
+    assert not any(head_of(o, pool("zh", "neutral") - pool("zh", "comply"), "zh") for o in zh)

@@ -56,6 +56,15 @@ _REQUEST_ZH = re.compile(r"帮我|帮忙|请|我想|我要|给我|麻烦|帮.{0,
 _WH_ZH = re.compile(r"什么|怎么|多少|几|哪|谁|为什么|多久|多长|how|what|when|where|which", re.I)
 
 
+_ECHO = re.compile(r"(?i)(you|it|they|we|i|he|she|that|there|this)\s+(will|do|does|did|can|could|is|are|was|were|"
+                   r"would|should|have|has|had|may|might)\b")
+"""An answer that echoes the question's auxiliary ("yes, you will", "yes, it does"): its yes stays a yes."""
+_DONE = re.compile(r"^(?:i've|i have|done|all done|it's done|added|saved|booked|sent|set|changed|updated|"
+                   r"finished|ordered)\b|^[^，。,]{0,12}(?:已经|好了|上了|完了|了，)", re.I)
+"""A reply that reports what was just done ("I've added it", 加上了): it follows a compliance ("Okay"),
+not "let me check"."""
+
+
 @lru_cache(maxsize=None)
 def parts() -> dict:
     """``_parts.yaml``: per language, ``ack`` pools by kind and ``heads`` (the openings of each kind
@@ -105,6 +114,11 @@ def split_head(text: str, lang: str) -> tuple[str | None, str, str]:
     return None, "", text
 
 
+def _regrets(text: str, lang: str) -> bool:
+    """Bad news said outright (sorry, unfortunately, fully booked, 抱歉, 满了 ...), not a mere "no"."""
+    return bool((_NEG_EN if lang == "en" else _NEG_ZH).search(_NOT_NEGATIVE.sub(" ", text)))
+
+
 def _opens_marked(text: str) -> bool:
     """Whether an answer opens with its own yes or apology ("Sorry 给你添麻烦了，..."): no ack before it."""
     from .scripted_planner import BAD_NEWS, CONFIRMING, _opens_with
@@ -117,13 +131,19 @@ class Composer:
 
     def __init__(self, rng: np.random.Generator, lang: str, domain: str):
         self.rng, self.lang, self.domain = rng, lang, domain
+        self.said: set[str] = set()
         p = parts()[lang]
         self.acks = p["ack"]
         self.follow = {"any": list(p["followon"]["any"]) + list(p.get("followon_domain", {}).get(domain, [])),
                        "bad_news": list(p["followon"]["bad_news"])}
 
     def _choose(self, items):
-        return items[int(self.rng.integers(len(items)))]
+        """One of ``items``, one not yet said in this session where there is one (a follow-on or
+        an acknowledgement said twice in a conversation sounds canned)."""
+        rest = [x for x in items if x not in self.said] or list(items)
+        x = rest[int(self.rng.integers(len(rest)))]
+        self.said.add(x)
+        return x
 
     def compose(self, content: str, user_line: str, short: bool = False, say=None, ack: bool = True) -> str:
         """``content`` (a filled answer) with an acknowledgement and a follow-on where they fit.
@@ -136,17 +156,18 @@ class Composer:
         if not ack:
             pass
         elif kind is not None:
-            if kind == "confirm":  # a yes to a request is a compliance; to a wh-question it stays as said
+            if kind == "confirm" and not _ECHO.match(rest):  # "Yes, you will" keeps a yes; a yes to a
+                # request is a compliance; to a wh-question it stays as said
                 kind = {"request": "comply", "wh": None}.get(question_kind(user_line, self.lang), kind)
             if kind in self.acks and self.rng.random() < SWAP_P:
                 out = self._join(self._choose(self.acks[kind]), rest, join_lines)
         elif not _opens_marked(content) and self.rng.random() < ACK_P:
             q = question_kind(user_line, self.lang)
-            k = "comply" if q == "request" and not negative else "neutral"
+            k = "comply" if (q == "request" or _DONE.search(content)) and not negative else "neutral"
             out = self._join(self._choose(self.acks[k]), content, join_lines)
         if short or out.rstrip()[-1:] in "?？" or self.rng.random() >= FOLLOW_P:
             return out
-        bad = negative or kind in ("deny", "bad_news")
+        bad = kind == "bad_news" or _regrets(content, self.lang)  # "No ads, ..." is good news
         f = self._choose(self.follow["bad_news" if bad else "any"])
         if "{" in f:
             if say is None:

@@ -176,7 +176,9 @@ class Script:
 
 _STARTERS = set("""what how when where why which who whose can could would will should shall is are was were do does
 did have has please and also so okay ok sure yes yeah no actually sorry then that this these those it its the a an
-my our your we you they let leave keep put try use add turn set go just maybe any anything if there""".split())
+my our your we you they let leave keep put try use add turn set go just maybe any anything if there here here's
+there's it's that's we're we've we'll you're you'll you've they're they'll let's most only every all both each some
+not nothing next start take give grab check""".split())
 
 
 @lru_cache(maxsize=None)
