@@ -260,3 +260,13 @@ def test_a_yes_that_echoes_the_question_stays_a_yes_and_a_report_of_work_done_ge
     assert not any(head_of(o, neutral - comply) for o in done)
     zh = composed("已经在群里说了，还提了你老公，让他确认能不能陪着去。", "在家庭群里说一声吧。", lang="zh")
     assert not any(head_of(o, pool("zh", "neutral") - pool("zh", "comply"), "zh") for o in zh)
+
+
+def test_content_goes_on_in_lower_case_after_an_ack_and_names_keep_their_capital():
+    outs = composed("Since it doesn't fit, that's noted on the return, so they'll expect it at the warehouse.",
+                    "Do I need to say why?")
+    assert any(o != outs[0] for o in outs)
+    assert all(o.startswith("Since") or ", since it doesn't fit" in o for o in outs), outs
+    names_first = composed("Bob Marley has no concerts announced, but I can let you know when there is one.",
+                           "Is he touring?")
+    assert all("Bob Marley" in o for o in names_first)

@@ -114,6 +114,24 @@ def split_head(text: str, lang: str) -> tuple[str | None, str, str]:
     return None, "", text
 
 
+_KEEP_CASE = {"I", "I'm", "I'd", "I've", "I'll"}
+
+
+@lru_cache(maxsize=None)
+def _common_words() -> frozenset[str]:
+    """English words written in lower case somewhere in the content (all domains): a sentence's
+    first word that is one of them goes on in lower case after an acknowledgement ("Right, since
+    ..."); a name ("Bob Marley", "Doctor Gray") never is one, so it keeps its capital."""
+    from .frames import _texts, domain_content, domains
+
+    words: set[str] = set()
+    for d in domains():
+        dc = domain_content(d)
+        for blk in (dc.en, dc.en_zh):
+            words.update(w for _, t in _texts(blk.model_dump()) for w in re.findall(r"[A-Za-z']+", t) if w.islower())
+    return frozenset(words)
+
+
 def _regrets(text: str, lang: str) -> bool:
     """Bad news said outright (sorry, unfortunately, fully booked, 抱歉, 满了 ...), not a mere "no"."""
     return bool((_NEG_EN if lang == "en" else _NEG_ZH).search(_NOT_NEGATIVE.sub(" ", text)))
@@ -209,6 +227,9 @@ class Composer:
         """English: "Sure," and the content going on in lower case (names keep their capital);
         Chinese and en-zh: a Chinese comma, the content as written ("Sorry 啊，travel card ...")."""
         if self.lang == "en":
+            word = re.match(r"[A-Za-z']*", rest).group(0)
+            if word.lower() in _common_words() and word not in _KEEP_CASE and not word.isupper():
+                rest = rest[:1].lower() + rest[1:]
             return join_lines(ack + ",", rest, self.domain)
         return ack + "，" + rest
 
