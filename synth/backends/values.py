@@ -32,7 +32,8 @@ class GenSpec(Model):
     after a price (``pounds``, ``块``); ``say``: the language the value is said in (default: the
     block's, ``en-zh`` saying numbers in Chinese and names either way); ``period``: a Chinese time
     with 上午/下午/晚上; ``form``: a date as ``ordinal`` ("the twelfth") or ``month`` ("the
-    twelfth of March", 三月十二号); ``prefix``/``suffix``: words around it ("Doctor ", "医生")."""
+    twelfth of March", 三月十二号); ``prefix``/``suffix``: words around it ("Doctor ", "医生");
+    ``example``: one value to read lines with (below)."""
 
     generate: Literal[KINDS]  # type: ignore[valid-type]
     min: int | None = Field(default=None, ge=0, le=999_999)
@@ -45,6 +46,10 @@ class GenSpec(Model):
     form: Literal["ordinal", "month"] = "ordinal"
     prefix: str = ""
     suffix: str = ""
+    example: str | None = None
+    """A value to read the frame's lines with where one fixed value is wanted (the noise bank's
+    babble, the checker's first sample); the value the slot listed before it was generated, so the
+    generated bank stays byte-identical."""
 
     @model_validator(mode="after")
     def _range(self):
@@ -290,9 +295,10 @@ def draw_other(spec: GenSpec, rng: np.random.Generator, lang: str, old: str) -> 
 
 
 def samples(spec: GenSpec, lang: str, k: int = 24) -> list[str]:
-    """``k`` values of ``spec`` from a fixed rng: what the frame checker checks against the text rules."""
+    """``k`` values of ``spec`` from a fixed rng, after its ``example``: what the frame checker
+    checks against the text rules, and what the noise bank reads lines with (the first)."""
     rng = np.random.default_rng(0)
-    return [draw(spec, rng, lang) for _ in range(k)]
+    return ([spec.example] if spec.example is not None else []) + [draw(spec, rng, lang) for _ in range(k)]
 
 
 # -- reading numbers back (tests, and the one-off conversion of listed slots) ----------------------
