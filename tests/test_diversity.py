@@ -8,7 +8,7 @@ import re
 import numpy as np
 
 from helpers import synth
-from synth.backends.frames import LANGS, _texts, block, domains
+from synth.backends.frames import LANGS, _texts, block, domains, slot_pool
 from synth.backends.script import _line
 from synth.inspection.diversity import SessionText, diversity, diversity_lines
 from synth.inspection.templates import slot_values, template, template_key
@@ -91,6 +91,7 @@ def test_frame_lines_filled_with_two_draws_de_slot_alike():
         for lang in LANGS:
             for f in block(d, lang).frames:
                 slots = {**f.slots, **{k: v for dl in f.delegations for k, v in dl.slots.items()}}
+                slots = {k: list(dict.fromkeys(slot_pool(v, lang))) for k, v in slots.items()}  # generated: samples
                 first = {k: int(rng.integers(len(v))) for k, v in slots.items()}
                 other = {k: (i + 1 + int(rng.integers(len(slots[k]) - 1))) % len(slots[k]) for k, i in first.items()}
                 draws = []  # two sessions' values, each drawn once for the session, every value different

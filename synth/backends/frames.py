@@ -17,13 +17,15 @@ import sys
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import Annotated
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 
 from ..errors import UserError
 from ..schema.common import Model
 from ..text import CJK, HAN, word_count
+from .values import GenSpec, samples
 
 LANGS = ("en", "zh", "en-zh")
 _FIELD = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
@@ -65,6 +67,27 @@ def fill(text: str, values: dict[str, str]) -> str:
 
 
 Texts = list[str]
+def _slot(v):
+    """A mapping is a generator spec (one error naming its field, not one per union member)."""
+    if isinstance(v, dict):
+        try:
+            return GenSpec.model_validate(v)
+        except ValidationError as e:
+            err = e.errors()[0]
+            msg = err["msg"].removeprefix("Value error, ")
+            raise ValueError(f"{'.'.join(str(x) for x in err['loc']) + ': ' if err['loc'] else ''}{msg}") from None
+    return v
+
+
+Slot = Annotated[list[str] | GenSpec, BeforeValidator(_slot)]
+"""A slot: listed values (a closed set), or a generator spec (``{generate: time, ...}``, :mod:`.values`)."""
+
+
+def slot_pool(pool, lang: str, k: int = 24) -> list[str]:
+    """The values of a slot as listed, or ``k`` sample values of a generated one (a spec or its dump)."""
+    if isinstance(pool, list):
+        return pool
+    return samples(pool if isinstance(pool, GenSpec) else GenSpec.model_validate(pool), lang, k)
 
 
 class Unit(Model):
@@ -124,7 +147,7 @@ class Supersede(Model):
 
 class Delegation(Model):
     tool: str
-    slots: dict[str, list[str]] = Field(default_factory=dict)
+    slots: dict[str, Slot] = Field(default_factory=dict)
     task: str = Field(description="a noun phrase naming the running task ('the recipe search')")
     objective: str
     user: Texts = Field(min_length=1)
@@ -154,7 +177,7 @@ _SECOND_PERSON = re.compile(r"\byour\b|你的|您的", re.I)
 class Frame(Model):
     id: str
     topic: str = Field(description="noun phrase naming what the frame is about ('the {dish}')")
-    slots: dict[str, list[str]] = Field(default_factory=dict)
+    slots: dict[str, Slot] = Field(default_factory=dict)
     request: Unit
     followups: list[Unit] = Field(min_length=3)
     new_requests: list[Unit] = Field(min_length=1)
@@ -194,7 +217,7 @@ class Frame(Model):
         for text in self.openings:
             _need_known(text, known | {"user"}, "openings")
         for c in self.corrections:
-            if c.slot not in self.slots or len(self.slots[c.slot]) < 2:
+            if c.slot not in self.slots or (isinstance(self.slots[c.slot], list) and len(self.slots[c.slot]) < 2):
                 raise ValueError(f"corrections: slot {c.slot!r} needs at least two values")
             said = self.request.user + [h + " " + t for h, t in self.request.split]
             if not all(c.slot in fields(t) for t in said):
@@ -289,14 +312,14 @@ def speech_problems(block: dict, lang: str) -> list[str]:
     """Problems with the spoken lines of one language block, slots filled with their first value."""
     problems, english_lines, lines = [], 0, 0
     for frame in block.get("frames", []):
-        values = {k: v[0] for k, v in frame.get("slots", {}).items()}
+        pools = {k: _pool(v, lang) for k, v in frame.get("slots", {}).items()}
         for d in frame.get("delegations", []):
-            values.update({k: v[0] for k, v in d.get("slots", {}).items()})
+            pools.update({k: _pool(v, lang) for k, v in d.get("slots", {}).items()})
+        values = {k: v[0] for k, v in pools.items()}
         first = next(iter(values.values()), "x")
         values.update(topic=fill(frame.get("topic", ""), values), old=first, new=first, user=SAMPLE_NAME[lang])
         values["task"] = fill(next((d.get("task", "") for d in frame.get("delegations", [])), ""), values)
-        for name, pool in [*frame.get("slots", {}).items(),
-                           *[kv for d in frame.get("delegations", []) for kv in d.get("slots", {}).items()]]:
+        for name, pool in pools.items():
             for v in pool:  # every value is spoken somewhere: the same rules, without the size
                 problems += [p for p in _line_problems(str(v), lang, f"frames[{frame.get('id')}].slots.{name}", "value")
                              if " words, want " not in p and "no Chinese" not in p]
@@ -312,7 +335,7 @@ def speech_problems(block: dict, lang: str) -> list[str]:
             lines += 1
             english_lines += bool(_LATIN.search(spoken))
     frames = block.get("frames") or [{}]
-    sample = {k: v[0] for k, v in frames[0].get("slots", {}).items()}
+    sample = {k: _pool(v, lang)[0] for k, v in frames[0].get("slots", {}).items()}
     sample = {"user": SAMPLE_NAME[lang], "topic": fill(frames[0].get("topic", ""), sample) or "x"}
     for key in ("openings", "self_talk", "side_talk", "closings"):
         for where, text in _texts(block.get(key, []), key):
@@ -325,6 +348,14 @@ def speech_problems(block: dict, lang: str) -> list[str]:
     if lang == "en-zh" and lines and english_lines / lines < 0.4:
         problems.append(f"en-zh: only {english_lines} of {lines} frame lines switch to English (want >= 40 %)")
     return problems
+
+
+def _pool(pool, lang: str) -> list[str]:
+    """A slot's values to check: listed, or samples of a generator (a bad spec: none, the model check says why)."""
+    try:
+        return slot_pool(pool, lang) or ["x"]
+    except (ValidationError, ValueError, TypeError):
+        return ["x"]
 
 
 def _line_problems(text: str, lang: str, where: str, key: str) -> list[str]:
@@ -424,6 +455,10 @@ def check_file(path: Path) -> list[str]:
         raw = yaml.load(path.read_text("utf-8"), Loader=_LOADER)
     except yaml.YAMLError as e:
         return [f"{path}: not YAML: {e}"]
+    if path.name.startswith("_parts"):  # the pools answers are composed from (compose.py)
+        from .compose import check_parts
+
+        return check_parts(raw, str(path))
     if is_added_file(raw):
         try:
             added = AddedFile.model_validate(raw)

@@ -18,10 +18,12 @@ from functools import lru_cache
 import numpy as np
 
 from ..schema.seed import ScenarioSeed
+from .compose import Composer
 from .content import BUILTIN, Library
 from .frames import Delegation, Frame, Unit, _texts, common_content, domain_content, fill
+from .values import draw_other, draw as generate
 
-CONTENT_VERSION = "frames-v1"
+CONTENT_VERSION = "frames-v2"
 
 
 def tasks_of(frames: list[Frame], seed: ScenarioSeed) -> list[tuple[Frame, Delegation]]:
@@ -92,13 +94,22 @@ class Script:
         self.said: dict[str, set[int]] = {}
         self.blk = self.content.block(self.seed.domain, self.seed.language)
         self.common = common_content()[self.seed.language]
+        self.composer = Composer(self.rng, self.seed.language, self.seed.domain)
         self.enter(self.choose(self.blk.frames))
 
     def choose(self, items):
         return items[int(self.rng.integers(len(items)))]
 
-    def draw(self, slots: dict[str, list[str]]) -> dict[str, str]:
-        return {k: self.choose(v) for k, v in slots.items()}
+    def draw(self, slots: dict) -> dict[str, str]:
+        """One value per slot: a listed one, or a generated one (:mod:`.values`)."""
+        return {k: self.choose(v) if isinstance(v, list) else generate(v, self.rng, self.seed.language)
+                for k, v in slots.items()}
+
+    def other_value(self, pool, old: str) -> str:
+        """A value of ``pool`` other than ``old`` (a correction or a superseding request changes it)."""
+        if isinstance(pool, list):
+            return self.choose([v for v in pool if v != old] or [old])
+        return draw_other(pool, self.rng, self.seed.language, old)
 
     def enter(self, frame: Frame) -> None:
         """Make ``frame`` the topic: draw its slots, shuffle its follow-ups."""
@@ -115,6 +126,11 @@ class Script:
         """The line with the session's values; a line that now starts with a value in lower case
         ("the Elm Street surgery has ...") starts with a capital."""
         return _line(text, {**self.values, **extra})
+
+    def compose(self, text: str, unit: Unit, short: bool = False, ack: bool = True) -> str:
+        """An answer of ``unit`` (filled) with an acknowledgement and a follow-on where they fit
+        (:mod:`.compose`); ``ack=False``: the answer's own opening only (after a hesitation)."""
+        return self.composer.compose(text, unit.user[0], short, say=self.say, ack=ack)
 
     def say_on(self, text: str) -> str:
         """A piece that goes on from an earlier one (a split's tail, a list item): no capital added."""
@@ -160,7 +176,9 @@ class Script:
 
 _STARTERS = set("""what how when where why which who whose can could would will should shall is are was were do does
 did have has please and also so okay ok sure yes yeah no actually sorry then that this these those it its the a an
-my our your we you they let leave keep put try use add turn set go just maybe any anything if there""".split())
+my our your we you they let leave keep put try use add turn set go just maybe any anything if there here here's
+there's it's that's we're we've we'll you're you'll you've they're they'll let's most only every all both each some
+not nothing next start take give grab check""".split())
 
 
 @lru_cache(maxsize=None)

@@ -17,6 +17,8 @@ the clock. A seed asking for something the planner does not realise is refused a
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from ..errors import UserError
@@ -114,7 +116,8 @@ def _check_group_seed(seed: ScenarioSeed, where: str) -> None:
 CONFIRMING = ({"yes", "yeah", "yep", "right", "exactly", "correct", "sure", "absolutely", "definitely", "indeed"},
               ("对", "是的", "没错", "可以", "当然", "确实", "就是"))
 BAD_NEWS = ({"sorry", "unfortunately", "afraid", "sadly", "no", "nope"},
-            ("不好意思", "抱歉", "对不起", "恐怕", "可惜", "很遗憾", "没有", "不行", "不能"))
+            ("不好意思", "抱歉", "对不起", "恐怕", "可惜", "很遗憾", "没有", "不行", "不能", "真不好意思", "很抱歉",
+             "实在不好意思", "真的 sorry", "真的sorry"))
 
 
 def _opens_with(text: str, marks: tuple[set[str], tuple[str, ...]]) -> bool:
@@ -122,7 +125,7 @@ def _opens_with(text: str, marks: tuple[set[str], tuple[str, ...]]) -> bool:
     lead-in ("Oh, sorry", "I'm afraid", "Well, yes"), or its first Chinese characters."""
     words, prefixes = marks
     head = text.strip().lstrip("嗯呃哦，,.… ")
-    first = [w.strip(",.!?;:'\"").lower() for w in head.split()[:2]]
+    first = [w.strip(",.!?;:'\"").lower() for w in re.split(r"[\s，、。！？]+", head)[:2]]
     lead_in = first[:1] in (["oh"], ["well"], ["i'm"], ["um"], ["hmm"], ["ah"])
     return bool(first) and (first[0] in words or (lead_in and first[1:] and first[1] in words)) \
         or head.startswith(prefixes)
@@ -282,15 +285,16 @@ class _Builder:
             act = "request" if first else "followup"
             user, answers = self.user_turn(act, unit, after, first)
         if self.rate("other_initiated_repair"):
-            clarify = self.add("system", "clarify", self.pickc("clarify"), "take", "responds_to", user,
+            clarify = self.add("system", "clarify", s.composer.clarify(s.say), "take", "responds_to", user,
                                ["other_initiated_repair"])
             user = self.add("user", "repair_repeat", _turn_words(self.events, user), "take", "responds_to", clarify)
         return self.system_answer(user, unit, answers)
 
     # -- system answers --------------------------------------------------------------------
-    def answer_text(self, unit: Unit, long: bool = False) -> str:
-        pool = unit.short if unit.short and not long and self.rng.random() < SHORT_P else unit.system
-        return self.script.say(self.choose(pool))
+    def answer_text(self, unit: Unit, long: bool = False, dispreferred: bool = False) -> str:
+        short = bool(unit.short) and not long and self.rng.random() < SHORT_P
+        text = self.script.say(self.choose(unit.short if short else unit.system))
+        return self.script.compose(text, unit, short, ack=not dispreferred)  # ack + content + follow-on
 
     def _applicable(self, variant: str, unit: Unit, answers) -> bool:
         s = self.script
@@ -341,7 +345,7 @@ class _Builder:
         elif variant == "system_self_repair":
             text = s.say(self.choose(unit.repair))
         else:
-            text = self.answer_text(unit, long=variant in LONG_VARIANTS)
+            text = self.answer_text(unit, long=variant in LONG_VARIANTS, dispreferred=kw.get("gap_kind") == "dispreferred")
         words = tokenize(text)
         tags = ["smooth_exchange"]
         act = "answer"
@@ -391,7 +395,7 @@ class _Builder:
         elif variant == "correction_negation":
             c = self.choose(self._corrections())
             old = s.values[c.slot]
-            new = self.choose([v for v in s.frame.slots[c.slot] if v != old])
+            new = s.other_value(s.frame.slots[c.slot], old)
             line = s.say(self.choose(c.user), old=old, new=new)
             s.values[c.slot] = new
             s.values["topic"] = fill(s.frame.topic, s.values)
@@ -492,7 +496,7 @@ class _Builder:
                 sp = self.choose(sup)
                 old = t.values[sp.slot]
                 pool = t.delegation.slots.get(sp.slot) or s.frame.slots.get(sp.slot) or [old]
-                new = self.choose([v for v in pool if v != old] or [old])
+                new = s.other_value(pool, old)
                 t3 = Task(t.delegation, {**t.values, sp.slot: new}, t.frame_id)
                 line = fill(self.choose(sp.user), {**t.values, "old": old, "new": new})
                 if t.frame_id == s.frame.id and sp.slot in s.values:  # the user changed their mind: the rest of the session uses it
@@ -525,7 +529,8 @@ class _Builder:
         if self.rate("closing_sequence"):
             c = self.choose(s.blk.closings)
             bye = self.add("user", "closing", s.say(c["user"]), "take", "responds_to", last)
-            self.add("system", "closing", s.say(c["system"]), "take", "responds_to", bye, ["closing_sequence"])
+            self.add("system", "closing", s.composer.closing(s.say(c["system"])), "take", "responds_to", bye,
+                     ["closing_sequence"])
         return Plan(session_id=self.session_id, scenario_id=self.seed.id, language=self.seed.language,
                     planner=ScriptedPlanner.name, events=self.events, work=self.work,
                     planner_meta=s.log)

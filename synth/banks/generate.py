@@ -113,12 +113,12 @@ def build_bank(out_dir: Path, seed: int = 0) -> list[BankEntry]:
 
 def _sentences(lang: str) -> list[str]:
     """What the TV and the babble say: the answers of ``BANK_DOMAINS``, slots filled with their first value."""
-    from ..backends.frames import block, fill
+    from ..backends.frames import block, fill, slot_pool
 
     texts = []
     for domain in BANK_DOMAINS:
         for frame in block(domain, lang).frames:
-            values = {k: v[0] for k, v in frame.slots.items()}
+            values = {k: slot_pool(v, lang)[0] for k, v in frame.slots.items()}
             values["topic"] = fill(frame.topic, values)
             for unit in [frame.request, *frame.followups]:
                 texts.append(fill(unit.system[0], values))
