@@ -547,7 +547,7 @@ def test_all_five_code_switching_forms_come_from_the_en_zh_seeds():
 
 def test_every_phenomenon_is_requested_by_an_english_and_a_mandarin_seed():
     asked: dict[str, set[str]] = {}
-    for path in sorted((ROOT / "scenario_seeds").glob("*.yaml")):
+    for path in sorted([*(ROOT / "scenario_seeds").glob("*.yaml"), *(ROOT / "scenario_seeds" / "groups").glob("*.yaml")]):
         seed = load_seed(path)
         ScriptedPlanner().check_seed(seed, str(path))
         for pid, rate in seed.rates.items():
