@@ -47,7 +47,7 @@ class PlannedWord(Model):
 def talker(ev) -> str:
     """Who makes the sound of a planned or placed event: its person in a group session, else its
     speaker. Voices, room positions and the rule that nobody overlaps their own voice go by it."""
-    return ev.person or ev.speaker
+    return getattr(ev, "person", None) or ev.speaker
 
 
 def is_sound_tag(word: str) -> bool:
