@@ -253,11 +253,7 @@ def check_parts(raw, where: str = "_parts.yaml") -> list[str]:
             continue
         at = f"{where}: {lang}"
         for kind in ACK_KINDS:
-            pool = (p.get("ack") or {}).get(kind)
-            if not isinstance(pool, list) or len(pool) < 3:
-                out.append(f"{at}.ack.{kind}: want a list of at least 3 paraphrases")
-                continue
-            for t in pool:
+            for t in _paraphrases(p, "ack", kind, at, out):
                 out += _part_problems(t, lang, f"{at}.ack.{kind}", ACK_WORDS)
                 if kind == "bad_news" and not _opens_with(t + ",", BAD_NEWS):
                     out.append(f"{at}.ack.bad_news: {t!r} does not open with an apology or a regret")
@@ -269,11 +265,7 @@ def check_parts(raw, where: str = "_parts.yaml") -> list[str]:
             if kind not in ACK_KINDS and kind != "keep":
                 out.append(f"{at}.heads: unknown kind {kind!r} (known: {', '.join(ACK_KINDS)}, keep)")
         for kind in FOLLOW_KINDS:
-            pool = (p.get("followon") or {}).get(kind)
-            if not isinstance(pool, list) or len(pool) < 3:
-                out.append(f"{at}.followon.{kind}: want a list of at least 3 paraphrases")
-                continue
-            for t in pool:
+            for t in _paraphrases(p, "followon", kind, at, out):
                 out += _part_problems(t, lang, f"{at}.followon.{kind}", FOLLOW_WORDS)
                 if kind == "any" and is_negative(t, lang):
                     out.append(f"{at}.followon.any: {t!r} is regretful (it follows good news too)")
@@ -288,6 +280,16 @@ def check_parts(raw, where: str = "_parts.yaml") -> list[str]:
                 if bad:
                     out.append(f"{at}.followon_domain.{dom}: {t!r} uses {{{sorted(bad)[0]}}} (only {{topic}})")
     return out
+
+
+def _paraphrases(p: dict, section: str, kind: str, at: str, out: list[str]) -> list:
+    """The pool ``p[section][kind]``; where it is not a list of at least 3 lines, a problem is added
+    to ``out`` and the pool is taken as empty."""
+    pool = (p.get(section) or {}).get(kind)
+    if not isinstance(pool, list) or len(pool) < 3:
+        out.append(f"{at}.{section}.{kind}: want a list of at least 3 paraphrases")
+        return []
+    return pool
 
 
 def _closing_problems(p: dict, lang: str, at: str) -> list[str]:

@@ -44,6 +44,14 @@ SAMPLE = {"a": "Maya", "b": "Leo", "c": "Ana", "system": "Nova", "asker": "Maya"
 SAMPLE_ZH = {"a": "小美", "b": "阿杰", "c": "安安", "system": "小悠", "asker": "小美", "request": "还有多远"}
 
 
+def _two_to_four(chats: list[list[str]], what: str) -> list[list[str]]:
+    """Chats said in turn by two people: 2-4 lines each."""
+    for chat in chats:
+        if not 2 <= len(chat) <= 4:
+            raise ValueError(f"{what} has 2-4 lines (got {len(chat)})")
+    return chats
+
+
 class AskBack(Model):
     system: list[str] = Field(min_length=1)
     other: list[str] = Field(min_length=1)
@@ -65,10 +73,7 @@ class Decision(Model):
     @field_validator("discuss")
     @classmethod
     def _turns(cls, v):
-        for chat in v:
-            if not 2 <= len(chat) <= 4:
-                raise ValueError(f"a discussion has 2-4 lines (got {len(chat)})")
-        return v
+        return _two_to_four(v, "a discussion")
 
 
 class Scene(Model):
@@ -84,10 +89,7 @@ class Scene(Model):
     @field_validator("chats")
     @classmethod
     def _turns(cls, v):
-        for chat in v:
-            if not 2 <= len(chat) <= 4:
-                raise ValueError(f"a chat has 2-4 lines (got {len(chat)})")
-        return v
+        return _two_to_four(v, "a chat")
 
     @field_validator("slots")
     @classmethod

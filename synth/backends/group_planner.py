@@ -66,10 +66,10 @@ class GroupBuilder:
     def choose(self, items):
         return items[int(self.rng.integers(len(items)))]
 
-    def take(self, pool: list[int]) -> int:
-        """An index not used yet in this session (all again once every one was used)."""
+    def take(self, pool: list[int], n: int) -> int:
+        """An index below ``n`` not used yet in this session (all again once every one was used)."""
         if not pool:
-            return -1
+            pool.extend(range(n))
         return pool.pop(int(self.rng.integers(len(pool))))
 
     def say(self, text: str, **names: str) -> str:
@@ -97,10 +97,7 @@ class GroupBuilder:
                 ) -> PlannedEvent:
         """``asker`` asks the assistant one of the scene's requests; the answer (or an ask-back
         answered by someone else) follows. Returns the last event."""
-        i = self.take(self.requests)
-        if i < 0:
-            self.requests = list(range(len(self.scene.requests)))
-            i = self.take(self.requests)
+        i = self.take(self.requests, len(self.scene.requests))
         unit: GroupRequest = self.scene.requests[i]
         line = self.say(self.choose(unit.user))
         tags = []
@@ -141,10 +138,7 @@ class GroupBuilder:
     def chat(self, after: PlannedEvent | None) -> PlannedEvent:
         """People talk to each other (2-4 lines); maybe someone talks over a line, maybe someone
         turns to the assistant by name in the middle (then the assistant answers them)."""
-        i = self.take(self.chats)
-        if i < 0:
-            self.chats = list(range(len(self.scene.chats)))
-            i = self.take(self.chats)
+        i = self.take(self.chats, len(self.scene.chats))
         lines = self.scene.chats[i]
         speakers = self._turn_takers(len(lines))
         names = {k: self.names[p] for k, p in zip("abc", speakers)}
@@ -205,8 +199,6 @@ class GroupBuilder:
         last = None
         if self.rate("human_exchange"):
             last = self.chat(None)  # the session opens in the middle of the family's own talk
-            if last.speaker == "system":
-                self.log["requests"][0]["opening"] = True
         if last is None or last.speaker != "system":
             last = self.request(first_asker, last, first=True)
         decided = False

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from ..schema.labels import FLOORS, SYS_ACTIONS
-from ..schema.plan import talker
+from ..schema.plan import people_of, talker
 from .common import is_sound_tag, kept_word, write_json, write_wav
 
 AUDIBLE = ("user", "system", "third_party", "background")
@@ -67,7 +67,7 @@ def speakers_heard(rec) -> list[str]:
     """The talkers heard, in lane order: the user (in a group, each person, in order of first
     speech), the third party, background, the system."""
     heard = [ev for ev in rec.events if ev.off_sample > ev.on_sample]
-    people = list(dict.fromkeys(ev.person for ev in sorted(heard, key=lambda e: e.on_sample) if ev.person))
+    people = people_of(heard)
     present = {talker(ev) for ev in heard}
     out = []
     for s in AUDIBLE:

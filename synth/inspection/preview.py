@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ..schema.labels import FLOORS, SYS_ACTIONS
-from ..schema.plan import talker
+from ..schema.plan import people_of, talker
 from .runfolder import Session
 
 WIDTH_IN, HEIGHT_IN, DPI = 16.0, 10.0, 100
@@ -151,7 +151,7 @@ def draw(session: Session, out_png: Path, kind: str = "wave", start_s: float | N
 
 def lane_names(rec) -> list[str]:
     """The event lanes: user, third party, background, system; in a group one per person instead of the user."""
-    people = list(dict.fromkeys(e.person for e in sorted(rec.events, key=lambda e: e.on_sample) if e.person))
+    people = people_of(rec.events)
     return [p for s in SPEAKER_LANES for p in (people if s == "user" and people else [s])]
 
 

@@ -14,7 +14,7 @@ from html import escape
 from urllib.parse import urlencode
 
 from ..schema.labels import SYS_ACTIONS
-from ..schema.plan import talker
+from ..schema.plan import people_of, talker
 from .viewer_data import Catalogue, Filters, Page
 
 LANES = ("user", "system", "third_party", "background", "backend")
@@ -111,7 +111,7 @@ def timeline_svg(rec) -> str:
     """Lanes per speaker present (events coloured by act), work items and ``sys_action``."""
     sr, total = rec.sample_rate, max(1, rec.num_samples)
     x = lambda sample: W * sample / total  # noqa: E731
-    people = list(dict.fromkeys(e.person for e in sorted(rec.events, key=lambda e: e.on_sample) if e.person))
+    people = people_of(rec.events)
     lanes = [p for s in LANES for p in (people if s == "user" and people else [s])
              if any(talker(e) == p for e in rec.events)]  # a group: one lane per person
     rows, labels = [], []

@@ -50,6 +50,12 @@ def talker(ev) -> str:
     return getattr(ev, "person", None) or ev.speaker
 
 
+def people_of(events) -> list[str]:
+    """The persons of a group session's placed events, in the order they are first heard; empty
+    for a dyadic session."""
+    return list(dict.fromkeys(e.person for e in sorted(events, key=lambda e: e.on_sample) if e.person))
+
+
 def is_sound_tag(word: str) -> bool:
     """A word that stands for a sound (``[laughter]``, ``[cough]``), not for speech."""
     return len(word) > 2 and word.startswith("[") and word.endswith("]")

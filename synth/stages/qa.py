@@ -6,7 +6,7 @@ import numpy as np
 
 from ..schema.labels import RELEASE, TAKE, FrameLabels
 from ..schema.timeline import Timeline
-from .label import frame_channels, period_samples, span_frames, turns_of
+from .label import addressed_frames, frame_channels, period_samples, span_frames, turns_of
 
 
 def check_labels(tl: Timeline, labels: FrameLabels, frame_period_ms: int, ttl_ms: float) -> list[str]:
@@ -77,8 +77,6 @@ def check_group(tl: Timeline, labels: FrameLabels, frame_period_ms: int) -> list
         if e.addressee not in (None, "group") and e.addressee not in askers:
             bad.append(f"system_answers_who_did_not_ask:{e.id}")
     if labels.addressed is not None:
-        from .label import addressed_frames
-
         if addressed_frames(tl, frame_period_ms).tolist() != labels.addressed:
             bad.append("labels_differ_from_timeline:addressed")
     return bad
