@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import soundfile as sf
 
 from .schema.phenomena import ALL
-from .inspection.runfolder import pop_flac
+from .inspection.runfolder import parse_record, pop_flac
 from .schema.record import SessionRecord
 from .stages import qa
 from .stages.label import frame_of, vad_frames
@@ -144,15 +144,9 @@ def _check_row(row: dict, seen: dict, ttl: float) -> list[str]:
     problems = [f"{sid}: duplicate session"] if sid in seen else []
     user, system = row.pop("user_audio")["bytes"], row.pop("system_audio")["bytes"]
     voice = pop_flac(row, "voice_prompt_audio")
-    try:
-        row["scene"] = json.loads(row["scene"])
-        row["planner_meta"] = json.loads(row.get("planner_meta") or "{}")
-        row["render_spec"] = json.loads(row.get("render_spec") or "null")
-        if isinstance(row.get("person_vad"), str):  # group runs: the people's voice activity, as JSON
-            row["person_vad"] = json.loads(row["person_vad"])
-        rec = SessionRecord.model_validate(row)
-    except Exception as e:  # a schema failure is a finding, not a crash
-        return problems + [f"{sid}: schema: {str(e).splitlines()[0]}"]
+    rec, problem = parse_record(row)
+    if rec is None:  # a schema failure is a finding, not a crash
+        return problems + [f"{sid}: schema: {problem}"]
     seen[sid] = {"json": rec.model_dump(mode="json"), "user": user, "system": system, "voice": voice}
     wants_voice = rec.render_spec is not None and rec.render_spec.voice_prompt is not None
     if wants_voice != bool(voice):

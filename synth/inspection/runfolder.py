@@ -59,23 +59,32 @@ def record_from_row(row: dict[str, Any], source: str = "a shard") -> SessionReco
     """A :class:`SessionRecord` from a Parquet row (audio columns removed, unknown columns dropped);
     a row that is not one (a renamed or missing column, bad JSON) is a :class:`UserError` naming
     ``source``, the session and the field."""
+    rec, problem = parse_record(row)
+    if rec is None:
+        sid = str(row.get("session_id", "?"))[:80]
+        raise UserError(f"{source}: {sid}: {problem}; `synth validate` lists every damaged record")
+    return rec
+
+
+def parse_record(row: dict[str, Any]) -> tuple[SessionRecord | None, str | None]:
+    """The record of a Parquet row or WebDataset json, or ``None`` and what is wrong with it
+    (``field: message``): the one parser behind :func:`record_from_row` and ``synth validate``."""
     from pydantic import ValidationError
 
     known = set(SessionRecord.model_fields)
     d = {k: v for k, v in row.items() if k in known}
-    sid = str(row.get("session_id", "?"))[:80]
+    key = "?"
     try:
         for key in ("scene", "planner_meta", "render_spec", "person_vad"):  # JSON strings in Parquet, dicts in the WebDataset json
             if isinstance(d.get(key), str):
                 d[key] = json.loads(d[key])
-        return SessionRecord.model_validate(d)
+        return SessionRecord.model_validate(d), None
     except json.JSONDecodeError as e:
-        raise UserError(f"{source}: {sid}: {key}: not JSON ({e.msg}); `synth validate` lists every damaged record") from None
+        return None, f"{key}: not JSON ({e.msg})"
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "?"
-        raise UserError(f"{source}: {sid}: {where}: {first['msg'].lower()} (not a record of this version? "
-                        "`synth validate` lists every damaged record)") from None
+        return None, f"{where}: {first['msg'].lower()} (not a record of this version?)"
 
 
 def _read_parquet(pf: Path):
