@@ -213,9 +213,9 @@ def render_session(spec: RenderSpec, scene: Scene, run_seed: int, tts: TTSEngine
     t0 = timer.add("mix", t0)
     sys_x, stem_x = unit(sys_pcm), unit(stem_pcm)
     labels = label_session(tl, period, sys_x, stem_x, rp.vad_threshold_dbfs, rp.vad_window_ms, person_x)
-    del person_x
     t0 = timer.add("labels", t0)
-    _check(rp, tl, labels, unit(user_pcm), sys_x, stem_x)
+    _check(rp, tl, labels, unit(user_pcm), sys_x, stem_x, person_x)
+    del person_x
     del sys_x, stem_x
     hits = [PhenomenonHit(id=p, family=family_of(p), event_id=e.id) for e in tl.events for p in e.phenomena]
     hits += [PhenomenonHit(id=p, family=family_of(p), event_id=eid)
@@ -283,14 +283,16 @@ def _asr_gate(asr_config, params: RenderParams, plan: Plan, spec: RenderSpec, re
     return out, heard, spec.model_copy(update={"events": events})
 
 
-def _check(params: RenderParams, tl, labels, user_x, sys_x, stem_x) -> None:
-    """QA: label rules and audio/label agreement (on the written channels, as ``unit`` floats);
-    the first problem is the reject reason."""
+def _check(params: RenderParams, tl, labels, user_x, sys_x, stem_x, person_x: dict | None = None) -> None:
+    """QA: label rules and audio/label agreement (on the written channels, as ``unit`` floats;
+    a group's ``person_vad`` on each person's stem); the first problem is the reject reason."""
     sr, period = params.sample_rate, params.frame_period_ms
     problems = qa.check_labels(tl, labels, period, params.timing.result_ttl_ms)
     problems += qa.check_group(tl, labels, period)
     problems += qa.check_vad(sys_x, labels.sys_vad, sr, period, "sys_vad")
     problems += qa.check_vad(stem_x, labels.usr_vad, sr, period, "usr_vad")
+    for p, x in sorted((person_x or {}).items()):
+        problems += qa.check_vad(x, labels.person_vad[p], sr, period, f"person_vad.{p}")
     problems += qa.check_vad_in_events(tl, labels.sys_vad, ("system",), period, "sys_vad")
     problems += qa.check_vad_in_events(tl, labels.usr_vad, ("user",), period, "usr_vad")
     problems += qa.check_peaks({"user_side": user_x, "system": sys_x})

@@ -170,6 +170,28 @@ def test_a_group_session_renders_again_from_its_record_byte_for_byte(group_run, 
 
 
 @pytest.mark.slow
+def test_qa_refuses_a_person_vad_that_misses_the_persons_speech(group_run, tmp_path, monkeypatch):
+    """LABELS §5 for each person: a ``person_vad`` channel silent where WebRTC hears that person's
+    stem is a reject (the labeller is made to drop one person's VAD; the stems are the real ones)."""
+    import synth.session as session_mod
+    from synth.errors import UserError
+    from synth.rerender import rerender_from_run
+
+    _, out = group_run
+    rec = RunFolder(out).records[0]
+    victim = sorted(rec.person_vad)[0]
+    real = session_mod.label_session
+
+    def drop_one(*a, **kw):
+        labels = real(*a, **kw)
+        return labels.model_copy(update={"person_vad": {**labels.person_vad, victim: [0] * labels.num_frames}})
+
+    monkeypatch.setattr(session_mod, "label_session", drop_one)
+    with pytest.raises(UserError, match=f"person_vad.{victim}_misses_speech"):
+        rerender_from_run(out, rec.session_id, tmp_path)
+
+
+@pytest.mark.slow
 def test_group_exports_label_each_person(group_run, tmp_path):
     from lhotse import CutSet
     from praatio import textgrid
