@@ -113,6 +113,45 @@ def test_a_group_decision_names_the_option_the_group_chose():
     assert checked > 10
 
 
+def test_parent_and_child_chats_go_to_a_child_and_a_parent_and_no_request_is_asked_twice():
+    """A chat written ``by: [child, adult]`` opens with a child and is answered by an adult; a
+    group with no child never gets one; a request unit is asked once per session; a person
+    ``called: ""`` is never named by the assistant."""
+    from synth.backends.group_content import GroupBlock
+    from synth.backends.group_planner import GroupBuilder
+
+    d = seed_dict()
+    for person in d["people"]:
+        person["child"] = person["name"] in ("Maya", "Sam")
+        person["called"] = "" if person["name"] == "Dana" else None
+    d["exchanges"] = {"dist": "fixed", "value": 12}
+    d["phenomena"] = {"human_exchange": 1.0, "request_by_other_person": 0.5}
+    scene = {"id": "s", "topic": "the trip", "slots": {"town": ["Ashford", "Harlow"]},
+             "requests": [{"user": [f"question {k} about {{town}}?", f"another question {k}?"],
+                           "system": [f"answer {k} for {{town}}.", f"other answer {k}."]} for k in "xyz"],
+             "chats": [{"by": ["child", "adult"], "lines": ["Are we nearly there?", "Not yet, {a}.", "Okay."]},
+                       ["Did you pack the charger?", "It's in my bag, {a}."],
+                       ["Look at the horses!", "They have a foal."]]}
+    block = GroupBlock.model_validate({"scenes": [scene]})
+    adults_only = ScenarioSeed.model_validate({**d, "people": [{**q, "child": False} for q in d["people"]]})
+    for seed, has_child in ((ScenarioSeed.model_validate(d), True), (adults_only, False)):
+        kids = {q.key for q in seed.people if q.child}
+        opened = 0
+        for i in range(30):
+            p = GroupBuilder(seed, f"g{i}", np.random.default_rng(i), block).build()
+            asks = [e.text for e in p.events if e.addressee == "system" and e.act in ("request", "followup")]
+            units = [r["unit"] for r in p.planner_meta["requests"]]
+            assert len(units) == len(set(units)) <= 3, asks
+            for j, e in enumerate(p.events):
+                if e.text.startswith("Are we nearly there"):
+                    opened += 1
+                    reply = next(x for x in p.events[j + 1:] if x.attach_to == e.id and x.act == "human_talk")
+                    assert e.person in kids and reply.person not in kids, (e, reply)
+                if e.speaker == "system":
+                    assert not e.text.startswith("Dana"), e.text
+        assert (opened > 0) == has_child, opened
+
+
 @pytest.fixture(scope="module")
 def group_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("group")

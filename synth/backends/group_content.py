@@ -11,7 +11,11 @@ order, a recipe cooked with children) with its slots, drawn once per session lik
   answer that uses it (``then``);
 - ``chats``: exchanges between people about the scene (the assistant must not take them), each
   a list of 2-4 lines said in turn by different people; ``{a}`` / ``{b}`` / ``{c}`` are the names of
-  the speakers of the first, second and third line, so a line may address the next speaker by name;
+  the speakers of the first, second and third line, so a line may address the next speaker by name.
+  A chat whose lines only fit a parent and a child ("are we nearly there?" / "not yet, another half
+  hour") is written ``{by: [child, adult], lines: [...]}``: the first speaker is then a person of the
+  seed with ``child: true`` and the second one without (``any`` for either); a group without such
+  people never gets that chat;
 - ``overlaps``: short lines one person says over another's chat line (``{a}`` the one talked over);
 - ``decision``: the assistant asks the group (``ask``), the people discuss (``discuss``: chats
   whose ``{options}`` come from the scene), one of them says the choice to it (``decide``), and it
@@ -32,7 +36,9 @@ from importlib import resources
 from pathlib import Path
 
 import yaml
-from pydantic import Field, ValidationError, field_validator
+from typing import Literal
+
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from ..errors import UserError
 from ..schema.common import Model
@@ -44,12 +50,29 @@ SAMPLE = {"a": "Maya", "b": "Leo", "c": "Ana", "system": "Nova", "asker": "Maya"
 SAMPLE_ZH = {"a": "小美", "b": "阿杰", "c": "安安", "system": "小悠", "asker": "小美", "request": "还有多远"}
 
 
-def _two_to_four(chats: list[list[str]], what: str) -> list[list[str]]:
+def _two_to_four(chats: list, what: str) -> list:
     """Chats said in turn by two people: 2-4 lines each."""
     for chat in chats:
-        if not 2 <= len(chat) <= 4:
-            raise ValueError(f"{what} has 2-4 lines (got {len(chat)})")
+        n = len(chat.lines if isinstance(chat, Chat) else chat)
+        if not 2 <= n <= 4:
+            raise ValueError(f"{what} has 2-4 lines (got {n})")
     return chats
+
+
+Role = Literal["adult", "child", "any"]
+
+
+class Chat(Model):
+    """A chat between two people taking turns; ``by``: who may say the first and the second
+    speaker's lines (a person with ``child: true`` is a child)."""
+
+    by: tuple[Role, Role] = ("any", "any")
+    lines: list[str]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _plain_list(cls, v):
+        return {"lines": v} if isinstance(v, list) else v
 
 
 class AskBack(Model):
@@ -81,7 +104,7 @@ class Scene(Model):
     topic: str
     slots: dict[str, list[str]] = Field(default_factory=dict)
     requests: list[GroupRequest] = Field(min_length=3)
-    chats: list[list[str]] = Field(min_length=3)
+    chats: list[Chat] = Field(min_length=3)
     overlaps: list[str] = Field(default_factory=list)
     decision: Decision | None = None
     wake: list[str] = Field(default_factory=list)
@@ -138,6 +161,8 @@ def speech_problems(block: dict, lang: str) -> list[str]:
         for where, text in _texts({k: v for k, v in scene.items() if k not in ("id", "slots", "topic")},
                                   f"scenes[{scene.get('id')}]"):
             key = where.split(".")[-1].split("[")[0]
+            if key == "by":  # a chat's speaker roles, not speech
+                continue
             try:
                 spoken = fill(text, values)
             except (KeyError, IndexError, ValueError):

@@ -52,11 +52,14 @@ class GroupBuilder:
         self.system_name = own if own.lower() not in ("assistant", "") else _SYSTEM_NAME[self.lang]
         self.people = [p.key for p in seed.people]
         self.names = {p.key: p.name for p in seed.people}
+        self.called = {p.key: p.name if p.called is None else p.called for p in seed.people}
+        self.children = {p.key for p in seed.people if p.child}
         self.addressers = [p.key for p in seed.people if p.can_address_system]
         self.events: list[PlannedEvent] = []
         self.counts: dict[str, int] = {}
         self.requests = list(range(len(self.scene.requests)))
-        self.chats = list(range(len(self.scene.chats)))
+        self.chats = [i for i, c in enumerate(self.scene.chats) if self._cast(c.by) is not None]
+        self.asked: set[int] = set()
         self.log: dict = {"scene": self.scene.id, "values": dict(self.values), "requests": []}
 
     # -- drawing -----------------------------------------------------------------------------
@@ -98,6 +101,7 @@ class GroupBuilder:
         """``asker`` asks the assistant one of the scene's requests; the answer (or an ask-back
         answered by someone else) follows. Returns the last event."""
         i = self.take(self.requests, len(self.scene.requests))
+        self.asked.add(i)  # no request twice: build() stops asking when every one was asked
         unit: GroupRequest = self.scene.requests[i]
         line = self.say(self.choose(unit.user))
         tags = []
@@ -130,20 +134,21 @@ class GroupBuilder:
     def _to(self, person: str, text: str) -> str:
         """An answer to ``person``, by name now and then (in a group, naming whom you answer is natural)."""
         line = self.say(text)
-        if self.rng.random() < 0.35:
-            name = self.names[person]
+        if self.rng.random() < 0.35 and self.called[person]:
+            name = self.called[person]
             return f"{name}, {_lower_first(line)}" if self.lang == "en" else f"{name}，{line}"
         return line
 
     def chat(self, after: PlannedEvent | None) -> PlannedEvent:
         """People talk to each other (2-4 lines); maybe someone talks over a line, maybe someone
         turns to the assistant by name in the middle (then the assistant answers them)."""
-        i = self.take(self.chats, len(self.scene.chats))
-        lines = self.scene.chats[i]
-        speakers = self._turn_takers(len(lines))
+        i = self._take_chat()
+        chat = self.scene.chats[i]
+        lines = chat.lines
+        speakers = self._turn_takers(len(lines), chat.by)
         names = {k: self.names[p] for k, p in zip("abc", speakers)}
         wake_at = (int(self.rng.integers(1, len(lines))) if self.scene.wake and len(self.addressers) and
-                   self.rate("name_in_human_exchange") else -1)
+                   self.rate("name_in_human_exchange") and self.can_ask() else -1)
         ev = after
         for j, (line, who) in enumerate(zip(lines, speakers)):
             if j == wake_at:
@@ -165,11 +170,34 @@ class GroupBuilder:
                           ["human_exchange"] if j == 0 else [])
         return ev
 
-    def _turn_takers(self, n: int) -> list[str]:
+    def can_ask(self) -> bool:
+        return len(self.asked) < len(self.scene.requests)
+
+    def _take_chat(self) -> int:
+        """A chat the seed's people can say, not used yet in this session (all again once every
+        one was used)."""
+        fits = [i for i, c in enumerate(self.scene.chats) if self._cast(c.by) is not None]
+        if not self.chats:
+            self.chats.extend(fits)
+        return self.chats.pop(int(self.rng.integers(len(self.chats))))
+
+    def _cast(self, by) -> tuple[list[str], list[str]] | None:
+        """Who may say the first and the second speaker's lines of a chat written ``by`` these
+        roles; None when this group has no such pair."""
+        def fit(role: str, p: str) -> bool:
+            return role == "any" or (p in self.children) == (role == "child")
+
+        second = [p for p in self.people if fit(by[1], p)]
+        first = [p for p in self.people if fit(by[0], p) and any(q != p for q in second)]
+        return (first, second) if first else None
+
+    def _turn_takers(self, n: int, by=("any", "any")) -> list[str]:
         """Speakers of a chat of ``n`` lines: two people taking turns, as the lines are written
-        (line three answers line two, so it is the first speaker's again)."""
-        a = self.choose(self.people)
-        b = self.choose(self.others(a))
+        (line three answers line two, so it is the first speaker's again), of the roles the chat
+        is written for."""
+        first, second = self._cast(by)
+        a = self.choose(first)
+        b = self.choose([q for q in second if q != a])
         return [(a, b)[k % 2] for k in range(n)]
 
     def decision(self, after: PlannedEvent) -> PlannedEvent:
@@ -210,6 +238,8 @@ class GroupBuilder:
                 last = self.chat(last)
                 if last.speaker == "system":
                     continue
+            if not self.can_ask():  # every request of the scene was asked: no question twice
+                break
             asker = (self.choose(self.others(first_asker, addressing=True) or self.addressers)
                      if self.rate("request_by_other_person") else first_asker)
             last = self.request(asker, last, first=False)

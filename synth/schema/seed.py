@@ -44,12 +44,16 @@ class Person(Persona):
     lower-cased, spaces as ``-``); ``voices`` are TTS voice names the person's voice is drawn
     from (empty: the engine's pool); ``distance_m`` is their distance law to the device's
     microphone; ``can_address_system``: false for someone who never speaks to the assistant (a
-    small child, a visitor)."""
+    small child, a visitor); ``child``: the child's lines of a parent-and-child chat are theirs;
+    ``called``: what the assistant calls them when it answers them by name (default: their name;
+    ``""``: never by name, for someone named by kinship, "Mum" or 妈妈, whom only family call so)."""
 
     id: Slug | None = None
     voices: list[str] = Field(default_factory=list, max_length=64)
     distance_m: bounded(0.2, 15.0) = Uniform(a=0.5, b=3.0)
     can_address_system: bool = True
+    child: bool = False
+    called: str | None = Field(default=None, max_length=40)
 
     @property
     def key(self) -> str:
