@@ -39,7 +39,7 @@ def test_every_group_content_file_passes_its_checker():
 
 def test_a_content_file_with_an_unknown_field_or_digits_is_refused(tmp_path):
     raw = yaml.safe_load((ROOT / "synth" / "data" / "groups" / "navigation.yaml").read_text())
-    raw["en"]["scenes"][0]["chats"][0][0] = "{b}, shall we stop at {nowhere}?"
+    raw["en"]["scenes"][0]["chats"][0]["lines"][0] = "{b}, shall we stop at {nowhere}?"
     raw["en"]["scenes"][0]["chats"][1][0] = "{b}, we stop in 5 minutes."
     bad = tmp_path / "navigation.yaml"
     bad.write_text(yaml.safe_dump(raw, allow_unicode=True))

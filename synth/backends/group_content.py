@@ -50,15 +50,6 @@ SAMPLE = {"a": "Maya", "b": "Leo", "c": "Ana", "system": "Nova", "asker": "Maya"
 SAMPLE_ZH = {"a": "小美", "b": "阿杰", "c": "安安", "system": "小悠", "asker": "小美", "request": "还有多远"}
 
 
-def _two_to_four(chats: list, what: str) -> list:
-    """Chats said in turn by two people: 2-4 lines each."""
-    for chat in chats:
-        n = len(chat.lines if isinstance(chat, Chat) else chat)
-        if not 2 <= n <= 4:
-            raise ValueError(f"{what} has 2-4 lines (got {n})")
-    return chats
-
-
 Role = Literal["adult", "child", "any"]
 
 
@@ -75,6 +66,15 @@ class Chat(Model):
         return {"lines": v} if isinstance(v, list) else v
 
 
+def _two_to_four(chats: list, what: str) -> list:
+    """Chats said in turn by two people: 2-4 lines each."""
+    for chat in chats:
+        n = len(chat.lines if isinstance(chat, Chat) else chat)
+        if not 2 <= n <= 4:
+            raise ValueError(f"{what} has 2-4 lines (got {n})")
+    return chats
+
+
 class AskBack(Model):
     system: list[str] = Field(min_length=1)
     other: list[str] = Field(min_length=1)
@@ -89,7 +89,7 @@ class GroupRequest(Model):
 
 class Decision(Model):
     ask: list[str] = Field(min_length=1)
-    discuss: list[list[str]] = Field(min_length=1)
+    discuss: list[Chat] = Field(min_length=1)
     decide: list[str] = Field(min_length=1)
     confirm: list[str] = Field(min_length=1)
 

@@ -207,8 +207,9 @@ class GroupBuilder:
         ask = self.add(None, "group_question", self.say(self.choose(d.ask)), "hold" if rel == "continues" else "take",
                        rel, after, "group", ["group_decision_wait"], **({"pause_before": "within_turn"}
                                                                          if rel == "continues" else {}))
-        lines = self.choose(d.discuss)
-        speakers = self._turn_takers(len(lines))
+        chat = self.choose([c for c in d.discuss if self._cast(c.by) is not None] or d.discuss[:1])
+        lines = chat.lines
+        speakers = self._turn_takers(len(lines), chat.by if self._cast(chat.by) is not None else ("any", "any"))
         names = {k: self.names[p] for k, p in zip("abc", speakers)}
         ev = ask
         for j, (line, who) in enumerate(zip(lines, speakers)):
