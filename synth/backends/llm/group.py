@@ -77,6 +77,16 @@ def _who_errors(at: str, ev: LLMGroupEvent, people: dict) -> list[str]:
     return errs
 
 
+def _served(target: LLMGroupEvent, by_id: dict) -> set[str]:
+    """Whom a system answer to ``target`` may address: its speaker, the group, and where ``target``
+    answers a question the system put to someone (answer_for_other), that someone."""
+    out = {target.person, "group"}
+    asked = by_id.get(target.attach_to or "") if target.relation == "responds_to" else None
+    if asked is not None and asked.speaker == "system" and asked.addressee not in (None, "group", "system"):
+        out.add(asked.addressee)
+    return out
+
+
 def who_says(ev) -> str:
     return ev.person or ev.speaker
 
@@ -97,9 +107,9 @@ def _system_errors(at: str, ev: LLMGroupEvent, by_id: dict, asked: set[str], peo
         if target.addressee != "system":
             errs.append(_err(at, "system_answers", f"{target.id!r} is addressed to {target.addressee!r}, not "
                                                    "the system: the system does not take the floor on it"))
-        elif ev.addressee not in (target.person, "group"):
+        elif ev.addressee not in _served(target, by_id):
             errs.append(_err(at, "system_answers", f"answers {target.id!r} by {target.person!r}, so its addressee "
-                                                   f"is {target.person!r} or group (got {ev.addressee!r})"))
+                                                   f"is one of {sorted(_served(target, by_id))} (got {ev.addressee!r})"))
     if ev.addressee in people and ev.addressee not in asked:
         errs.append(_err(at, "system_answers", f"addressed to {ev.addressee!r}, who has not spoken to the system "
                                                "before it"))

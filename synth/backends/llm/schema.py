@@ -171,12 +171,12 @@ GROUP_RULES: dict[str, tuple[str, str]] = {
                    "interrupts 是一个人在另一个人说话时插话（和 backchannels_on 一样，不算第 4 条说的最近的事件）；"
                    "addresses_other 只用于这种话"),
     "system_answers": ("the system takes the floor only on speech addressed to it: a system responds_to event "
-                       "answers a user event whose addressee is system, and its addressee is that event's person "
-                       "or group; every system event is addressed to group or to a person who spoke to the system "
-                       "before it",
+                       "answers a user event whose addressee is system, and its addressee is that event's person, "
+                       "group, or the person whose question another person answered (answer_for_other); every "
+                       "system event is addressed to group or to a person who spoke to the system before it",
                        "系统只在有人对它说话时接话：系统的 responds_to 事件回应的必须是 addressee 为 system 的用户事件，"
-                       "它的 addressee 是那个事件的 person 或 group；系统的每个事件的 addressee 是 group，"
-                       "或者是之前对系统说过话的某个人"),
+                       "它的 addressee 是那个事件的 person、group，或者别人替其回答问题的那个人（answer_for_other）；"
+                       "系统的每个事件的 addressee 是 group，或者是之前对系统说过话的某个人"),
 }
 
 _MARKUP = re.compile(r"[\[\]()（）<>{}*#_~`|\\]|[\U0001F300-\U0001FAFF\u2600-\u27BF]")
