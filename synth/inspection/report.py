@@ -306,8 +306,8 @@ def print_group(group: dict, console) -> None:
         t.add_row(pid, *[str(g["phenomena"][pid]) for g in group.values()])
     console.print(t)
     for lang, g in group.items():
-        console.print(f"{lang} speech per person: " + ", ".join(f"{p} {s:.1f} s" for p, s in g["person_speech_s"].items()),
-                      highlight=False)
+        people = ", ".join(f"{p} {s:.1f} s" for p, s in g["person_speech_s"].items())
+        console.print(f"{lang} speech per person: {people}", highlight=False)
 
 
 def _diversity(recs) -> dict:

@@ -16,6 +16,7 @@ from typing import Annotated
 
 from pydantic import Field, StringConstraints
 
+from ...schema.plan import talker
 from ...schema.seed import ScenarioSeed
 from .schema import LLMEvent, LLMPlan, _err
 
@@ -71,7 +72,7 @@ def _who_errors(at: str, ev: LLMGroupEvent, people: dict) -> list[str]:
         errs.append(_err(at, "addressee", f"unknown addressee {ev.addressee!r}; one of system, group, "
                                           f"{', '.join(sorted(people))}"))
     elif ev.addressee == ev.person or (ev.speaker == "system" and ev.addressee == "system"):
-        errs.append(_err(at, "addressee", f"{who_says(ev)} does not speak to themselves"))
+        errs.append(_err(at, "addressee", f"{talker(ev)} does not speak to themselves"))
     elif ev.addressee == "system" and ev.person in people and not people[ev.person].can_address_system:
         errs.append(_err(at, "addressee", f"{ev.person!r} never speaks to the system"))
     return errs
@@ -85,10 +86,6 @@ def _served(target: LLMGroupEvent, by_id: dict) -> set[str]:
     if asked is not None and asked.speaker == "system" and asked.addressee not in (None, "group", "system"):
         out.add(asked.addressee)
     return out
-
-
-def who_says(ev) -> str:
-    return ev.person or ev.speaker
 
 
 def _human_errors(at: str, ev: LLMGroupEvent) -> list[str]:
@@ -107,9 +104,9 @@ def _system_errors(at: str, ev: LLMGroupEvent, by_id: dict, asked: set[str], peo
         if target.addressee != "system":
             errs.append(_err(at, "system_answers", f"{target.id!r} is addressed to {target.addressee!r}, not "
                                                    "the system: the system does not take the floor on it"))
-        elif ev.addressee not in _served(target, by_id):
+        elif ev.addressee not in (served := _served(target, by_id)):
             errs.append(_err(at, "system_answers", f"answers {target.id!r} by {target.person!r}, so its addressee "
-                                                   f"is one of {sorted(_served(target, by_id))} (got {ev.addressee!r})"))
+                                                   f"is one of {sorted(served)} (got {ev.addressee!r})"))
     if ev.addressee in people and ev.addressee not in asked:
         errs.append(_err(at, "system_answers", f"addressed to {ev.addressee!r}, who has not spoken to the system "
                                                "before it"))

@@ -21,6 +21,7 @@ from pydantic import Field, StringConstraints, ValidationError
 from ...schema.common import FloorIntent, Model
 from ...schema.phenomena import REGISTRY, resolve_rates
 from ...schema.plan import PauseKind, Plan, PlannedEvent, PlannedWork, join_words
+from ...schema.plan import talker as who  # an LLM event's person in a group plan, else its speaker
 from ...schema.seed import ScenarioSeed
 from ...text import CJK, tokenize
 
@@ -193,11 +194,6 @@ def rule_lines(lang: str, max_events: int, group: bool = False) -> str:
 
 def _err(at: str, rule: str, msg: str) -> str:
     return f"{at}: {msg} (rule {(list(RULES) + list(GROUP_RULES)).index(rule) + 1}: {rule})"
-
-
-def who(ev) -> str:
-    """Who speaks an LLM event: its person in a group plan, else its speaker (``plan.talker``)."""
-    return getattr(ev, "person", None) or ev.speaker
 
 
 def plan_schema(seed: ScenarioSeed | None = None, max_events: int | None = None, allowed: list[str] | None = None
