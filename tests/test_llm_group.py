@@ -216,3 +216,22 @@ def test_budgets_hold_the_group_replies():
         allowed = budget.plan_reply_tokens(len(plan["events"]), len(plan["work"]), lang != "en", group=True)
         assert n * 1.3 <= allowed, (lang, n, allowed)
         assert allowed > budget.plan_reply_tokens(len(plan["events"]), len(plan["work"]), lang != "en")
+
+
+def test_offline_group_plans_keep_the_group_rules():
+    """The offline planner's group plans (scenario_seeds/groups, 3 sessions each) in the LLM's reply
+    form break none of rules 21-24: the LLM is asked for what the offline planner makes."""
+    import numpy as np
+
+    from synth.backends.llm.group import group_errors
+    from synth.backends.scripted_planner import ScriptedPlanner
+
+    checked = 0
+    for f in sorted((ROOT / "scenario_seeds" / "groups").glob("*.yaml")):
+        seed = load_seed(f)
+        for i in range(3):
+            plan = ScriptedPlanner().plan(seed, f"g-{i:06d}", np.random.default_rng(i))
+            if len(plan.events) <= 40:  # the reply form holds at most 40 events
+                assert group_errors(from_plan(plan), seed) == [], (f.name, i)
+                checked += 1
+    assert checked >= 20
