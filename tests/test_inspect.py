@@ -61,6 +61,8 @@ def test_report_html_embeds_its_plots_and_matches_the_run(run_dir, tmp_path):
     assert abs(sum(rep["action_balance"].values()) - 1) < 1e-9
     assert rep["target_median_ms"][next(iter(rep["timing"]))]["stop_latency"] == pytest.approx(350, abs=2)
     assert "target median ms" in html
+    assert "group" not in rep and "whom the user side speaks to" not in html  # a dyadic run: no group section
+    assert "group sessions" not in r.stdout
     flat = {p: n for fam in rep["phenomena"].values() for p, n in fam.items()}
     assert {p: n for p, n in flat.items() if n} == stats["phenomena"]
     div = rep["diversity"]["all"]  # the content figures, read back from the records

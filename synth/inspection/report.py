@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from . import measures
+from .group_measures import CLASSES, group_statistics
 from .runfolder import RunFolder
 
 _TITLES = {
@@ -39,7 +40,7 @@ def build_report(run: RunFolder) -> dict:
     laws = measures.laws_from_config(run.config)
     targets = {lang: {q: round(measures.target_median(q, laws, lang), 1) for q in measures.QUANTITIES}
                for lang in times}
-    return {
+    rep = {
         "run": run.name,
         "path": str(run.path),
         "sessions": len(recs),
@@ -59,6 +60,10 @@ def build_report(run: RunFolder) -> dict:
         "citations": measures.CITATIONS,
         "asr": asr_errors(recs),
     }
+    group = group_statistics(recs)
+    if group:  # dyadic runs keep today's report: no empty group section
+        rep["group"] = group
+    return rep
 
 
 def asr_errors(recs) -> dict:
@@ -237,6 +242,7 @@ def render_html(rep: dict, figs: dict[str, bytes]) -> str:
         _table([[k, f"{v:.3f}"] for k, v in rep["action_balance"].items()], ["sys_action", "share of frames"]),
         f"<h2>Phenomenon coverage ({covered} of {len(cov_rows)} items seen)</h2>", img("phenomena"),
         _table(cov_rows, ["family", "phenomenon", "events"]),
+        _group_html(rep.get("group")),
         "<h2>Rejects by reason</h2>",
         img("rejects") if "rejects" in figs else "<p>No rejects.</p>",
         _table([[k, v] for k, v in rep["rejects_by_reason"].items()], ["stage:reason", "count"]),
@@ -249,6 +255,59 @@ def render_html(rep: dict, figs: dict[str, bytes]) -> str:
              "font-size:13px}th{background:#eef}img{max-width:100%;display:block;margin:.5em 0}")
     return (f"<!doctype html><html><head><meta charset=\"utf-8\"><title>report {html.escape(rep['run'])}</title>"
             f"<style>{style}</style></head><body>{''.join(parts)}</body></html>")
+
+
+def _group_html(group: dict | None) -> str:
+    """The addressee statistics of group sessions (``group_measures``); nothing for a dyadic run."""
+    if not group:
+        return ""
+    share = [[lang, g["sessions"], *[f"{g['utterance_share'][c]:.1%} ({g['utterances'][c]})" for c in CLASSES],
+              *[f"{g['speech_time_share'][c]:.1%} ({g['speech_s'][c]:.1f} s)" for c in CLASSES],
+              g["system_takes_on_other_addressed"], g["system_answers_who_did_not_ask"],
+              g["system_onsets_inside_other_addressed_speech"]] for lang, g in group.items()]
+    people = [[lang, p, f"{s:.1f}"] for lang, g in group.items() for p, s in g["person_speech_s"].items()]
+    overlap = [[lang, f"{g['people_overlap_s']:.1f}", f"{g['people_overlap_share']:.1%}"] for lang, g in group.items()]
+    langs = list(group)
+    cov = [[pid, *[group[lang]["phenomena"][pid] for lang in langs]] for pid in next(iter(group.values()))["phenomena"]]
+    return "".join([
+        "<h2>Group sessions: whom the user side speaks to</h2>",
+        _table(share, ["language", "sessions", *[f"utterances to {c}" for c in CLASSES],
+                       *[f"speech time to {c}" for c in CLASSES], "system takes on other-addressed speech (must be 0)",
+                       "system answers to someone who did not ask (must be 0)",
+                       "system turn onsets inside other-addressed speech"]),
+        "<h3>Speech time per person (person_vad)</h3>", _table(people, ["language", "person", "seconds"]),
+        "<h3>People speaking at once (person_vad)</h3>",
+        _table(overlap, ["language", "seconds with 2+ people", "share of people-speech time"]),
+        "<h3>Group phenomena (events)</h3>", _table(cov, ["phenomenon", *langs]),
+    ])
+
+
+def print_group(group: dict, console) -> None:
+    """The terminal view of the group section: addressees and takes per language, then the group
+    phenomena per language, then each person's speech time."""
+    from rich.table import Table
+
+    t = Table(title="group sessions: user-side utterances / speech time by addressee; system takes (must be 0)")
+    for c in ("language", "sessions", *[f"to {c}" for c in CLASSES], "takes on others' speech",
+              "answers to non-askers", "onsets inside others' speech", "people overlap"):
+        t.add_column(c)
+    for lang, g in group.items():
+        t.add_row(lang, str(g["sessions"]),
+                  *[f"{g['utterance_share'][c]:.0%} / {g['speech_time_share'][c]:.0%}" for c in CLASSES],
+                  str(g["system_takes_on_other_addressed"]), str(g["system_answers_who_did_not_ask"]),
+                  str(g["system_onsets_inside_other_addressed_speech"]),
+                  f"{g['people_overlap_s']:.1f} s ({g['people_overlap_share']:.1%})")
+    console.print(t)
+    t = Table(title="group phenomena (events)")
+    t.add_column("phenomenon")
+    for lang in group:
+        t.add_column(lang)
+    for pid in next(iter(group.values()))["phenomena"]:
+        t.add_row(pid, *[str(g["phenomena"][pid]) for g in group.values()])
+    console.print(t)
+    for lang, g in group.items():
+        people = ", ".join(f"{p} {s:.1f} s" for p, s in g["person_speech_s"].items())
+        console.print(f"{lang} speech per person: {people}", highlight=False)
 
 
 def _diversity(recs) -> dict:
@@ -364,4 +423,6 @@ def print_summary(rep: dict, console) -> None:
     for k, a in rep.get("asr", {}).items():
         console.print(f"asr {k}: {a['metric']} mean {a['mean']:.3f}, p90 {a['p90']:.3f} over {a['events']} events, "
                       f"{a['rerendered']:.0%} re-rendered")
+    if rep.get("group"):
+        print_group(rep["group"], console)
     console.print("rejects: " + (", ".join(f"{k} {v}" for k, v in rep["rejects_by_reason"].items()) or "none"))

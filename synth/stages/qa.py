@@ -63,10 +63,23 @@ def check_group(tl: Timeline, labels: FrameLabels, frame_period_ms: int) -> list
     the ``addressed`` channel is 1 exactly on the frames of speech addressed to it."""
     if not any(e.addressee for e in tl.events):
         return []
+    bad = addressee_faults(sorted(tl.events, key=lambda e: e.on_sample))
+    if labels.addressed is not None:
+        if addressed_frames(tl, frame_period_ms).tolist() != labels.addressed:
+            bad.append("labels_differ_from_timeline:addressed")
+    return bad
+
+
+def addressee_faults(events) -> list[str]:
+    """The addressee rule on events in the order they are heard (placed events by onset, planned
+    ones in plan order): ``system_takes_speech_for_others:<id>``
+    for a system take answering a human line addressed to someone else,
+    ``system_answers_who_did_not_ask:<id>`` for an answer to a person who never asked it.
+    One rule for QA, ``synth validate`` and ``synth report``."""
     bad = []
-    by_id = {e.id: e for e in tl.events}
+    by_id = {e.id: e for e in events}
     askers = set()
-    for e in sorted(tl.events, key=lambda e: e.on_sample):
+    for e in events:
         if e.speaker == "user" and e.addressee == "system" and e.person:
             askers.add(e.person)
         if e.speaker != "system" or e.floor_intent != "take" or e.relation != "responds_to":
@@ -76,9 +89,6 @@ def check_group(tl: Timeline, labels: FrameLabels, frame_period_ms: int) -> list
             bad.append(f"system_takes_speech_for_others:{e.id}")
         if e.addressee not in (None, "group") and e.addressee not in askers:
             bad.append(f"system_answers_who_did_not_ask:{e.id}")
-    if labels.addressed is not None:
-        if addressed_frames(tl, frame_period_ms).tolist() != labels.addressed:
-            bad.append("labels_differ_from_timeline:addressed")
     return bad
 
 

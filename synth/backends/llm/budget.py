@@ -25,6 +25,8 @@ CJK_TOKENS_PER_CHAR = 1.3
 """cl100k on the stored examples: 4.5 characters per token of English text, 1.23 tokens per Chinese character."""
 EVENT_SKELETON_TOKENS = 100
 """One event's keys, punctuation and short values, pretty-printed with a two-space indent (cl100k: 93-107)."""
+GROUP_FIELD_TOKENS = 16
+"""A group event's ``person`` and ``addressee`` keys and values, pretty-printed (cl100k: 12-15)."""
 WORK_SKELETON_TOKENS = 70
 TEXT_CHARS = {"en": 80, "zh": 26}
 """Average text of one event in characters over a plan (backchannels short, answers long; the stored
@@ -42,10 +44,12 @@ def _chars_tokens(chars: int, zh: bool) -> int:
     return math.ceil(chars * CJK_TOKENS_PER_CHAR if zh else chars / LATIN_CHARS_PER_TOKEN)
 
 
-def plan_reply_tokens(max_events: int, max_work: int, zh: bool) -> int:
-    """``max_tokens`` for one full plan of at most ``max_events`` events and ``max_work`` items."""
+def plan_reply_tokens(max_events: int, max_work: int, zh: bool, group: bool = False) -> int:
+    """``max_tokens`` for one full plan of at most ``max_events`` events and ``max_work`` items
+    (``group``: each event also names its person and addressee)."""
     text = _chars_tokens(TEXT_CHARS["zh" if zh else "en"], zh)
-    est = 40 + max_events * (EVENT_SKELETON_TOKENS + text) + max_work * (WORK_SKELETON_TOKENS + 3 * text)
+    skeleton = EVENT_SKELETON_TOKENS + (GROUP_FIELD_TOKENS if group else 0)
+    est = 40 + max_events * (skeleton + text) + max_work * (WORK_SKELETON_TOKENS + 3 * text)
     return math.ceil(HEADROOM * est)
 
 

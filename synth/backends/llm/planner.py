@@ -56,9 +56,9 @@ class LLMPlanner:
 
     def check_seed(self, seed: ScenarioSeed, source: str = "") -> None:
         where = f"{source}: " if source else ""
-        if seed.is_group:  # the prompt, examples and checks know one user and one third party
-            raise UserError(f"{where}people: group seeds are planned by the offline planner only for now "
-                            "(planner: {kind: scripted}); the LLM planner does not write addressees yet")
+        if seed.is_group and self.cfg.mode == "fill":  # fill's items know one user and one third party
+            raise UserError(f"{where}people: group seeds are planned by the LLM in mode plan "
+                            "(planner.llm.mode: plan) or by the offline planner; mode fill does not write them yet")
         if self.cfg.mode == "fill":
             from ..scripted_planner import ScriptedPlanner
 
@@ -134,7 +134,7 @@ class LLMPlanner:
         obj, err = extract_json(reply.content)
         if obj is None:
             return None, [f"reply: {err}"]
-        p, errors = parse_plan(obj)
+        p, errors = parse_plan(obj, seed.is_group)
         if p is None:
             return None, errors
         errors = check_plan(p, seed, list(brief.required), brief.max_events, allowed)

@@ -28,6 +28,7 @@ from ...schema.config import LLMConfig
 from ...schema.phenomena import DELEGATION, REGISTRY, SETTLED_BY_PIPELINE, resolve_rates
 from ...schema.seed import ScenarioSeed
 from . import budget
+from .group import goals_label, group_block, people_lines
 from .schema import rule_lines
 
 MAX_EVENTS = 40
@@ -46,6 +47,7 @@ class Brief:
     prompt_language: str
     max_work: int
     text_zh: bool = False  # the texts are (mostly) Chinese: zh and en-zh seeds
+    group: bool = False  # a group seed: every event also carries person and addressee
     cuts: int = 0  # replies cut at max_tokens so far: each one asks for fewer events
 
     def allowed(self, seed: ScenarioSeed) -> set[str]:
@@ -78,15 +80,28 @@ def tag_lines() -> dict[str, dict[str, str]]:
 
 
 @lru_cache(maxsize=None)
-def examples() -> dict[str, dict]:
-    """Example id -> stored example (``language``, ``domain``, ``seed``, ``outline``, ``plan``), by id."""
+def examples(folder: str = "examples") -> dict[str, dict]:
+    """Example id -> stored example (``language``, ``domain``, ``seed``, ``outline``, ``plan``), by id.
+    ``examples/groups`` holds the group examples (people, ``person`` and ``addressee``): shown to group
+    seeds only, so dyadic prompts and their draws are what they were."""
     out = {}
-    folder = resources.files("synth.data.llm").joinpath("examples")
-    for entry in sorted(folder.iterdir(), key=lambda p: p.name):
+    root = resources.files("synth.data.llm")
+    for part in folder.split("/"):
+        root = root.joinpath(part)
+    for entry in sorted(root.iterdir(), key=lambda p: p.name):
         if entry.name.endswith(".json"):
             ex = json.loads(entry.read_text("utf-8"))
             out[ex["id"]] = ex
     return dict(sorted(out.items()))
+
+
+GROUP_EXAMPLES = "examples/groups"
+
+
+def example(example_id: str) -> dict:
+    """One stored example, dyadic or group."""
+    pool = examples()
+    return pool[example_id] if example_id in pool else examples(GROUP_EXAMPLES)[example_id]
 
 
 def draw_brief(seed: ScenarioSeed, cfg: LLMConfig, rng: np.random.Generator) -> Brief:
@@ -121,13 +136,21 @@ def draw_brief(seed: ScenarioSeed, cfg: LLMConfig, rng: np.random.Generator) -> 
                                   for p in required))
     brief = Brief(exchanges=n, required=required, optional=optional, example_ids=tuple(picked),
                   request_seed=int(rng.integers(0, 2**31 - 1)), prompt_language=lang, max_work=max_work,
-                  text_zh=seed.language != "en")
+                  text_zh=seed.language != "en", group=seed.is_group)
     while brief.exchanges > 2 and plan_max_tokens(brief) > cfg.max_tokens:  # fit the ceiling
         brief = replace(brief, exchanges=brief.exchanges - 1)
     return brief
 
 
 def _pick_examples(seed: ScenarioSeed, count: int, rng: np.random.Generator) -> list[str]:
+    """``count`` example ids: one in the seed's language first (from another domain where there is
+    one), the rest from the other languages. A group seed's first is a group example (its language
+    where there is one); the rest are dyadic ones."""
+    if seed.is_group and count:
+        groups = examples(GROUP_EXAMPLES)
+        same = [k for k, v in groups.items() if v["language"] == seed.language] or list(groups)
+        first = same[int(rng.integers(len(same)))]
+        return [first] + _pick_examples(seed.model_copy(update={"people": []}), count - 1, rng)
     pool = examples()
     same = [k for k, v in pool.items() if v["language"] == seed.language]
     same = [k for k in same if pool[k]["domain"] != seed.domain] or same
@@ -141,7 +164,7 @@ def _pick_examples(seed: ScenarioSeed, count: int, rng: np.random.Generator) -> 
 
 
 def plan_max_tokens(brief: Brief) -> int:
-    return budget.plan_reply_tokens(brief.max_events, brief.max_work, brief.text_zh)
+    return budget.plan_reply_tokens(brief.max_events, brief.max_work, brief.text_zh, brief.group)
 
 
 LANG_RULE = {
@@ -175,9 +198,13 @@ def scenario_block(seed: ScenarioSeed, brief: Brief, lang: str, length: bool = T
     lines = [f"# {lb[0]}: {seed.id} ({seed.domain})"]
     if seed.description:
         lines.append(seed.description)
-    lines += [f"- {lb[1]}: {persona(p.user)}", f"- {lb[2]}: {persona(p.system)}",
-              f"- {lb[3]}: {persona(p.third_party)}", f"- {lb[4]}: {'; '.join(seed.goals)}",
-              f"- {lb[5]}: {LANG_RULE[lang][seed.language]}"]
+    if seed.is_group:
+        lines += [*people_lines(seed, lang), f"- {lb[2]}: {persona(p.system)}",
+                  f"- {goals_label(lang)}: {'; '.join(seed.goals)}"]
+    else:
+        lines += [f"- {lb[1]}: {persona(p.user)}", f"- {lb[2]}: {persona(p.system)}",
+                  f"- {lb[3]}: {persona(p.third_party)}", f"- {lb[4]}: {'; '.join(seed.goals)}"]
+    lines.append(f"- {lb[5]}: {LANG_RULE[lang][seed.language]}")
     if length:
         lines.append(f"- {lb[6]}: {lb[7].format(n=brief.exchanges, m=brief.max_events)}")
     lines.append(f"# {lb[8]}")
@@ -224,7 +251,7 @@ def plan_system_prompt(seed: ScenarioSeed, brief: Brief, schema: dict | None) ->
     lang = brief.prompt_language
     ex = ""
     if brief.example_ids:
-        pool = examples()
+        pool = {i: example(i) for i in brief.example_ids}
         head = ("# Example plans of other conversations (the format and the coherence to follow; do not copy)"
                 if lang == "en" else "# 其他对话的计划示例（照着它的格式和连贯性写，不要照抄）")
         parts = [f"## {i} ({pool[i]['language']}, {pool[i]['domain']})\n"
@@ -232,7 +259,8 @@ def plan_system_prompt(seed: ScenarioSeed, brief: Brief, schema: dict | None) ->
         ex = "\n" + head + "\n" + "\n".join(parts) + "\n"
     return template("plan-v2", lang).substitute(
         scenario=scenario_block(seed, brief, lang), phenomena=phenomena_block(seed, brief, lang),
-        rules=rule_lines(lang, brief.max_events), schema_block=schema_block(schema, lang), examples_block=ex)
+        rules=rule_lines(lang, brief.max_events, seed.is_group), schema_block=schema_block(schema, lang),
+        examples_block=ex, group_block=group_block(seed, lang))
 
 
 def plan_user_prompt(brief: Brief, outline: str | None) -> str:
@@ -247,12 +275,12 @@ def outline_system_prompt(seed: ScenarioSeed, brief: Brief, k: int, schema: dict
     lang = brief.prompt_language
     ex = ""
     if brief.example_ids:
-        pool = examples()
         head = "# Example outlines of other conversations" if lang == "en" else "# 其他对话的提纲示例"
-        ex = "\n" + head + "\n" + "\n".join(f"- {pool[i]['outline'][lang]}" for i in brief.example_ids) + "\n"
+        ex = "\n" + head + "\n" + "\n".join(f"- {example(i)['outline'][lang]}" for i in brief.example_ids) + "\n"
     return template("outline-v2", lang).substitute(
         scenario=scenario_block(seed, brief, lang), phenomena=phenomena_block(seed, brief, lang),
-        k=k, max_chars=budget.OUTLINE_CHARS[lang], schema_block=schema_block(schema, lang), examples_block=ex)
+        k=k, max_chars=budget.OUTLINE_CHARS[lang], schema_block=schema_block(schema, lang), examples_block=ex,
+        group_block=group_block(seed, lang, outline=True))
 
 
 def outline_user_prompt(brief: Brief, k: int) -> str:

@@ -21,6 +21,7 @@ from pydantic import Field, StringConstraints, ValidationError
 from ...schema.common import FloorIntent, Model
 from ...schema.phenomena import REGISTRY, resolve_rates
 from ...schema.plan import PauseKind, Plan, PlannedEvent, PlannedWork, join_words
+from ...schema.plan import talker as who  # an LLM event's person in a group plan, else its speaker
 from ...schema.seed import ScenarioSeed
 from ...text import CJK, tokenize
 
@@ -152,18 +153,47 @@ RULES: dict[str, tuple[str, str]] = {
     "language": ("every text follows the language rule of the scenario", "每句话都遵守场景的语言要求"),
 }
 
+# the rules of group seeds (``people``), numbered after RULES and stated only in their prompts
+GROUP_RULES: dict[str, tuple[str, str]] = {
+    "person": ("every user event names its person (one of the people's ids listed above; every person's "
+               "speaker is user); every system event has person null",
+               "每个用户事件都写明 person（上面列出的某个人的 id；每个人的 speaker 都是 user）；系统事件的 person 为 null"),
+    "addressee": ("every event names its addressee: system, group (everyone) or a person's id, never the speaker "
+                  "themselves; a person who never speaks to the system never has addressee system",
+                  "每个事件都写明 addressee：system、group（大家）或某个人的 id，不能是说话人自己；"
+                  "不和系统说话的人，addressee 永远不是 system"),
+    "human_talk": ("a person's line to another person or to the group has floor_intent none whatever its "
+                   "relation (this overrides rule 6) and is one event (no continues): addresses_other or null "
+                   "starts a talk between people, responds_to answers another person's line, interrupts is a "
+                   "person talking over another person's line (like a backchannel, it is not the latest event "
+                   "rule 4 means); addresses_other is only for such lines",
+                   "某人对另一个人或大家说的话，不论什么关系 floor_intent 都是 none（优先于第 6 条），而且只有一个事件"
+                   "（不用 continues）：addresses_other 或 null 开始人与人的交谈，responds_to 回应另一个人的话，"
+                   "interrupts 是一个人在另一个人说话时插话（和 backchannels_on 一样，不算第 4 条说的最近的事件）；"
+                   "addresses_other 只用于这种话"),
+    "system_answers": ("the system takes the floor only on speech addressed to it: a system responds_to event "
+                       "answers a user event whose addressee is system, and its addressee is that event's person, "
+                       "group, or the person whose question another person answered (answer_for_other); every "
+                       "system event is addressed to group or to a person who spoke to the system before it",
+                       "系统只在有人对它说话时接话：系统的 responds_to 事件回应的必须是 addressee 为 system 的用户事件，"
+                       "它的 addressee 是那个事件的 person、group，或者别人替其回答问题的那个人（answer_for_other）；"
+                       "系统的每个事件的 addressee 是 group，或者是之前对系统说过话的某个人"),
+}
+
 _MARKUP = re.compile(r"[\[\]()（）<>{}*#_~`|\\]|[\U0001F300-\U0001FAFF\u2600-\u27BF]")
 _LATIN = re.compile(r"[A-Za-z]")
 _NORM = re.compile(r"[\s,.?!;:，。？！；：、…\-'\"“”‘’]+")
 
 
-def rule_lines(lang: str, max_events: int) -> str:
+def rule_lines(lang: str, max_events: int, group: bool = False) -> str:
+    """The numbered rules of a plan prompt; a group seed's prompt adds ``GROUP_RULES`` after them."""
     i = 0 if lang == "en" else 1
-    return "\n".join(f"{n}. {text[i].format(max_events=max_events)}" for n, text in enumerate(RULES.values(), 1))
+    rules = list(RULES.values()) + (list(GROUP_RULES.values()) if group else [])
+    return "\n".join(f"{n}. {text[i].format(max_events=max_events)}" for n, text in enumerate(rules, 1))
 
 
 def _err(at: str, rule: str, msg: str) -> str:
-    return f"{at}: {msg} (rule {list(RULES).index(rule) + 1}: {rule})"
+    return f"{at}: {msg} (rule {(list(RULES) + list(GROUP_RULES)).index(rule) + 1}: {rule})"
 
 
 def plan_schema(seed: ScenarioSeed | None = None, max_events: int | None = None, allowed: list[str] | None = None
@@ -173,18 +203,26 @@ def plan_schema(seed: ScenarioSeed | None = None, max_events: int | None = None,
     Narrowed where a grammar can enforce it: the request's phenomena, the seed's tools and speakers,
     and at most ``max_events`` events (a grammar-bound small model otherwise runs to ``max_tokens``).
     """
-    schema = _strip_titles(LLMPlan.model_json_schema())
+    group = seed is not None and seed.is_group
+    if group:
+        from .group import LLMGroupPlan
+
+    schema = _strip_titles((LLMGroupPlan if group else LLMPlan).model_json_schema())
     defs = schema["$defs"]
     if max_events is not None:
         schema["properties"]["events"]["maxItems"] = max_events
     if allowed is not None:
-        ph = defs["LLMEvent"]["properties"]["phenomena"]
+        ph = defs["LLMGroupEvent" if group else "LLMEvent"]["properties"]["phenomena"]
         if allowed:
             ph["items"]["enum"] = sorted(allowed)
         else:
             ph["maxItems"] = 0
     if seed is not None:
-        if seed.personas.third_party is None:
+        if group:
+            from .group import narrow_group_schema
+
+            narrow_group_schema(defs["LLMGroupEvent"]["properties"], seed)
+        elif seed.personas.third_party is None:
             defs["LLMEvent"]["properties"]["speaker"]["enum"] = ["user", "system"]
         if seed.tools:
             defs["LLMWork"]["properties"]["tool"] = {"enum": [t.name for t in seed.tools], "type": "string"}
@@ -231,9 +269,15 @@ def plan_object(obj: Any) -> Any:
     return obj
 
 
-def parse_plan(obj: Any) -> tuple[LLMPlan | None, list[str]]:
+def parse_plan(obj: Any, group: bool = False) -> tuple[LLMPlan | None, list[str]]:
+    """The reply as an ``LLMPlan`` (``LLMGroupPlan`` for a group seed: every event has ``person`` and
+    ``addressee``), or the validation errors."""
+    if group:
+        from .group import LLMGroupPlan as model
+    else:
+        model = LLMPlan
     try:
-        return LLMPlan.model_validate(plan_object(obj)), []
+        return model.model_validate(plan_object(obj)), []
     except ValidationError as e:
         return None, fmt_errors("", e)
 
@@ -303,6 +347,10 @@ def check_plan(p: LLMPlan, seed: ScenarioSeed, required: list[str], max_events: 
     if missing:
         errs.append(_err("events", "phenomena", f"must-appear phenomena not tagged on any event: {missing}"))
     errs += language_errors([(f"events[{i}] ({e.id})", e.text) for i, e in enumerate(p.events)], seed.language)
+    if seed.is_group:
+        from .group import group_errors
+
+        errs += group_errors(p, seed)
     return errs
 
 
@@ -318,7 +366,8 @@ def _event_rules(at: str, i: int, ev: LLMEvent, before: list[LLMEvent], by_id: d
     for ph in ev.phenomena:
         if ph not in allowed:
             errs.append(_err(at, "phenomena", f"phenomenon {ph!r} is not listed in this request"))
-    want_floor = ("hold" if ev.relation == "continues" else
+    want_floor = ("none" if seed.is_group and ev.speaker == "user" and getattr(ev, "addressee", "system") != "system"
+                  else "hold" if ev.relation == "continues" else
                   "none" if ev.relation in ("backchannels_on", "addresses_other") or ev.speaker == "third_party"
                   else "take")
     if ev.floor_intent != want_floor:
@@ -351,14 +400,21 @@ def _event_rules(at: str, i: int, ev: LLMEvent, before: list[LLMEvent], by_id: d
     if target is None:
         errs.append(_err(at, "earlier", f"attach_to {ev.attach_to!r} is not an earlier event id"))
         return errs
-    return errs + _relation_rules(at, ev, target, before)
+    return errs + _relation_rules(at, ev, target, before, seed.is_group)
 
 
-def _relation_rules(at: str, ev: LLMEvent, target: LLMEvent, before: list[LLMEvent]) -> list[str]:
+def _aside(e: LLMEvent, group: bool) -> bool:
+    """An event that ``responds_to`` looks past: a backchannel, and in a group one person talking
+    over another's line (the talk goes on from the overlapped line)."""
+    return e.relation == "backchannels_on" or (group and e.relation == "interrupts" and e.floor_intent == "none")
+
+
+def _relation_rules(at: str, ev: LLMEvent, target: LLMEvent, before: list[LLMEvent], group: bool = False
+                    ) -> list[str]:
     errs: list[str] = []
     rel = ev.relation
     if rel == "responds_to":
-        latest = next((e for e in reversed(before) if e.relation != "backchannels_on"), None)
+        latest = next((e for e in reversed(before) if not _aside(e, group)), None)
         if latest is not None and latest.id != target.id:
             errs.append(_err(at, "responds", f"responds_to {target.id!r}, but the latest event before it is "
                                              f"{latest.id!r}"))
@@ -366,13 +422,13 @@ def _relation_rules(at: str, ev: LLMEvent, target: LLMEvent, before: list[LLMEve
             errs.append(_err(at, "responds", f"the system responds only to the user (got {target.speaker})"))
     elif rel == "continues":
         between = before[[e.id for e in before].index(target.id) + 1:]
-        if target.speaker != ev.speaker:
-            errs.append(_err(at, "continues", f"continues must attach to the same speaker (got {target.speaker})"))
+        if who(target) != who(ev):
+            errs.append(_err(at, "continues", f"continues must attach to the same speaker (got {who(target)})"))
         elif any(e.relation != "backchannels_on" for e in between):
             errs.append(_err(at, "continues", f"only backchannels may come between {target.id!r} and its "
                                               f"continuation (got {[e.id for e in between]})"))
     elif rel in ("interrupts", "backchannels_on"):
-        errs += _anchor_rules(at, ev, target)
+        errs += _anchor_rules(at, ev, target, group)
         if rel == "interrupts":
             after = before[[e.id for e in before].index(target.id) + 1:]
             earlier = [e.id for e in after if e.attach_to == target.id
@@ -383,11 +439,13 @@ def _relation_rules(at: str, ev: LLMEvent, target: LLMEvent, before: list[LLMEve
     return errs
 
 
-def _anchor_rules(at: str, ev: LLMEvent, target: LLMEvent) -> list[str]:
+def _anchor_rules(at: str, ev: LLMEvent, target: LLMEvent, group: bool = False) -> list[str]:
     rel, errs = ev.relation, []
-    if rel == "interrupts" and not (ev.speaker == "user" and target.speaker == "system"):
-        errs.append(_err(at, "interrupts", "only a user event interrupts, and only a system event"))
-    if rel == "backchannels_on" and target.speaker == ev.speaker:
+    over_person = group and target.speaker == "user" and who(target) != who(ev)  # people talking over each other
+    if rel == "interrupts" and not (ev.speaker == "user" and (target.speaker == "system" or over_person)):
+        errs.append(_err(at, "interrupts", "only a user event interrupts, and only a system event"
+                                           + (" or another person's line" if group else "")))
+    if rel == "backchannels_on" and who(target) == who(ev):
         errs.append(_err(at, "backchannels", "backchannels_on must attach to another speaker's event"))
     n = len(tokenize(target.text))
     if n < ANCHOR_MIN_WORDS:
@@ -486,6 +544,7 @@ def to_plan(p: LLMPlan, seed: ScenarioSeed, session_id: str, planner: str, meta:
             id=ev.id, speaker=ev.speaker, act=ev.act, floor_intent=ev.floor_intent, relation=ev.relation,
             attach_to=ev.attach_to, attach_word=k, words=words, pause_before=ev.pause_before,
             gap_kind=ev.gap_kind, phenomena=list(ev.phenomena), work_id=work_id,
+            person=getattr(ev, "person", None), addressee=getattr(ev, "addressee", None),
         ))
     work = [PlannedWork(work_id=w.work_id, tool=w.tool, objective=w.objective, result_text=w.result_text,
                         opened_by=w.opened_by, outcome=w.outcome, cancelled_by=w.cancelled_by,
@@ -495,22 +554,27 @@ def to_plan(p: LLMPlan, seed: ScenarioSeed, session_id: str, planner: str, meta:
 
 
 def from_plan(plan: Plan) -> LLMPlan:
-    """A ``Plan`` (e.g. an offline one) in the LLM-facing form; anchors become their word's text."""
+    """A ``Plan`` (e.g. an offline one) in the LLM-facing form; anchors become their word's text.
+    A group plan (events with an addressee) gives an ``LLMGroupPlan``."""
+    from .group import LLMGroupEvent, LLMGroupPlan
+
+    group = any(e.addressee for e in plan.events)
     by_id = {e.id: e for e in plan.events}
     events = []
     for e in plan.events:
         anchor = None
         if e.relation in ("interrupts", "backchannels_on") and e.attach_to in by_id:
             anchor = _anchor_text(by_id[e.attach_to], e.attach_word or 0, e.relation)
-        events.append(LLMEvent(id=e.id, speaker=e.speaker, act=e.act, text=e.text, floor_intent=e.floor_intent,
-                               relation=e.relation, attach_to=e.attach_to, attach_text=anchor,
-                               pause_before=e.pause_before,
-                               gap_kind=e.gap_kind if e.gap_kind != "early" else "normal",
-                               phenomena=[x for x in e.phenomena if x in REGISTRY]))
+        fields = dict(id=e.id, speaker=e.speaker, act=e.act, text=e.text, floor_intent=e.floor_intent,
+                      relation=e.relation, attach_to=e.attach_to, attach_text=anchor, pause_before=e.pause_before,
+                      gap_kind=e.gap_kind if e.gap_kind != "early" else "normal",
+                      phenomena=[x for x in e.phenomena if x in REGISTRY])
+        events.append(LLMGroupEvent(**fields, person=e.person, addressee=e.addressee or "group") if group
+                      else LLMEvent(**fields))
     work = [LLMWork(work_id=w.work_id, tool=w.tool, objective=w.objective, result_text=w.result_text,
                     outcome=w.outcome, opened_by=w.opened_by, cancelled_by=w.cancelled_by,
                     progress_by=w.progress_by, progress_text=w.progress_text) for w in plan.work]
-    return LLMPlan(events=events, work=work)
+    return (LLMGroupPlan if group else LLMPlan)(events=events, work=work)
 
 
 def _anchor_text(target: PlannedEvent, k: int, relation: str) -> str:
