@@ -214,10 +214,11 @@ class GroupBuilder:
                      if self.rate("request_by_other_person") else first_asker)
             last = self.request(asker, last, first=False)
         if self.rate("closing_sequence"):
-            bye_u, bye_s = _BYE[self.lang]
+            c = self.scene.closing
+            bye_u, bye_s = (c.user, c.system) if c is not None else _BYE[self.lang]
             who = self.choose(self.addressers)
-            u = self.add(who, "closing", self.choose(bye_u), "take", "responds_to", last, "system")
-            self.add(None, "closing", self.choose(bye_s), "take", "responds_to", u, "group", ["closing_sequence"])
+            u = self.add(who, "closing", self.say(self.choose(bye_u)), "take", "responds_to", last, "system")
+            self.add(None, "closing", self.say(self.choose(bye_s)), "take", "responds_to", u, "group", ["closing_sequence"])
         return Plan(session_id=self.session_id, scenario_id=self.seed.id, language=self.lang,
                     planner=PLANNER_NAME, events=self.events, planner_meta=self.log)
 
