@@ -49,7 +49,7 @@ def test_a_content_file_with_an_unknown_field_or_digits_is_refused(tmp_path):
 
 @pytest.mark.parametrize("change, message", [
     (lambda d: d["people"].__setitem__(slice(1, None), []), "a group has 2 to 4 people"),
-    (lambda d: d["people"][1].__setitem__("name", "Dana"), "two people have the id 'dana'"),
+    (lambda d: d["people"][2].__setitem__("name", "Dana"), "two people have the id 'dana'"),
     (lambda d: d["people"][1].__setitem__("id", "system"), "'system' is reserved"),
     (lambda d: [p.__setitem__("can_address_system", False) for p in d["people"]], "nobody can address"),
     (lambda d: d["personas"].__setitem__("user", {"name": "Al"}), "names its humans in people only"),
