@@ -49,7 +49,7 @@ def test_a_content_file_with_an_unknown_field_or_digits_is_refused(tmp_path):
 
 @pytest.mark.parametrize("change, message", [
     (lambda d: d["people"].__setitem__(slice(1, None), []), "a group has 2 to 4 people"),
-    (lambda d: d["people"][1].__setitem__("name", "Dana"), "two people have the id 'dana'"),
+    (lambda d: d["people"][2].__setitem__("name", "Dana"), "two people have the id 'dana'"),
     (lambda d: d["people"][1].__setitem__("id", "system"), "'system' is reserved"),
     (lambda d: [p.__setitem__("can_address_system", False) for p in d["people"]], "nobody can address"),
     (lambda d: d["personas"].__setitem__("user", {"name": "Al"}), "names its humans in people only"),
@@ -279,3 +279,18 @@ def test_dyadic_records_do_not_carry_the_group_fields():
     assert "person" not in e.model_dump(mode="json") and "addressee" not in json.loads(e.model_dump_json())
     g = e.model_copy(update={"person": "maya", "addressee": "system"})
     assert PlannedEvent.model_validate(g.model_dump(mode="json")) == g
+
+
+def test_a_person_voice_pool_never_gives_the_assistant_that_persons_voice():
+    """With pools, a person takes a variant out of the engine's order; the assistant (no pool)
+    then takes the next free one instead of the same voice."""
+    from synth.io.config_files import load_pipeline
+    from synth.stages.render import draw_voices
+
+    cfg = load_pipeline(ROOT / "pipelines" / "group.yaml")
+    pools = {"margaret": ["f1", "f4"], "peter": ["m2", "m6"]}
+    for i in range(200):
+        voices = draw_voices(cfg, ["margaret", "peter", "system"], np.random.default_rng(i), pools)
+        variants = [v.variant for v in voices.values()]
+        assert len(set(variants)) == 3, (i, voices)
+        assert voices["margaret"].variant in pools["margaret"] and voices["peter"].variant in pools["peter"]

@@ -21,7 +21,10 @@ order, a recipe cooked with children) with its slots, drawn once per session lik
   whose ``{options}`` come from the scene), one of them says the choice to it (``decide``), and it
   confirms (``confirm``);
 - ``wake``: lines that call the assistant by name (``{system}``) in the middle of a chat and go on
-  with one of the scene's requests (``{request}``, lower-cased when it follows).
+  with one of the scene's requests (``{request}``, lower-cased when it follows);
+- ``closing`` (optional): how someone ends the session (``user``) and the assistant's goodbye
+  (``system``) in this place ("good luck with the exam" in a study group, not "have a good
+  trip"); without it the planner's generic goodbyes are used.
 
 Text rules (checked by ``python -m synth.backends.group_content FILE``): every field used must be
 a slot of the scene or one the planner fills (``{a} {b} {c} {system} {asker} {request}``); the
@@ -99,6 +102,11 @@ class Decision(Model):
         return _two_to_four(v, "a discussion")
 
 
+class Closing(Model):
+    user: list[str] = Field(min_length=1)
+    system: list[str] = Field(min_length=1)
+
+
 class Scene(Model):
     id: str
     topic: str
@@ -108,6 +116,7 @@ class Scene(Model):
     overlaps: list[str] = Field(default_factory=list)
     decision: Decision | None = None
     wake: list[str] = Field(default_factory=list)
+    closing: Closing | None = None
 
     @field_validator("chats")
     @classmethod

@@ -149,6 +149,8 @@ class GroupBuilder:
         names = {k: self.names[p] for k, p in zip("abc", speakers)}
         wake_at = (int(self.rng.integers(1, len(lines))) if self.scene.wake and len(self.addressers) and
                    self.rate("name_in_human_exchange") and self.can_ask() else -1)
+        while 0 < wake_at <= len(lines) - 1 and _asks(lines[wake_at - 1]):
+            wake_at += 1  # a question between people is answered before anyone turns to the assistant
         ev = after
         for j, (line, who) in enumerate(zip(lines, speakers)):
             if j == wake_at:
@@ -168,6 +170,9 @@ class GroupBuilder:
                 rel = "responds_to"
             ev = self.add(who, "human_talk", self.say(line, **names), "none", rel, ev, to,
                           ["human_exchange"] if j == 0 else [])
+        if wake_at == len(lines):  # after the whole chat
+            caller = self.choose(self.others(speakers[-1], addressing=True) or self.addressers)
+            return self.request(caller, ev, first=False, via_name=True)
         return ev
 
     def can_ask(self) -> bool:
@@ -245,12 +250,18 @@ class GroupBuilder:
                      if self.rate("request_by_other_person") else first_asker)
             last = self.request(asker, last, first=False)
         if self.rate("closing_sequence"):
-            bye_u, bye_s = _BYE[self.lang]
+            c = self.scene.closing
+            bye_u, bye_s = (c.user, c.system) if c is not None else _BYE[self.lang]
             who = self.choose(self.addressers)
-            u = self.add(who, "closing", self.choose(bye_u), "take", "responds_to", last, "system")
-            self.add(None, "closing", self.choose(bye_s), "take", "responds_to", u, "group", ["closing_sequence"])
+            u = self.add(who, "closing", self.say(self.choose(bye_u)), "take", "responds_to", last, "system")
+            self.add(None, "closing", self.say(self.choose(bye_s)), "take", "responds_to", u, "group", ["closing_sequence"])
         return Plan(session_id=self.session_id, scenario_id=self.seed.id, language=self.lang,
                     planner=PLANNER_NAME, events=self.events, planner_meta=self.log)
+
+
+def _asks(line: str) -> bool:
+    """A chat line that asks the next speaker something (they answer it, not the assistant)."""
+    return line.rstrip().endswith(("?", "？"))
 
 
 def _lower_first(text: str) -> str:

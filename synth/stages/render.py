@@ -41,6 +41,8 @@ def draw_voices(config: PipelineConfig, speakers: list[str], rng: np.random.Gene
         if known:
             own = [v for v in known if v not in taken] or known
             variant = own[int(rng.integers(len(own)))]
+        elif variant in taken:  # a person's pool took it: the next free one in this order
+            variant = next((tts.variants[int(k)] for k in order if tts.variants[int(k)] not in taken), variant)
         taken.add(variant)
         voices[spk] = Voice(
             variant=variant,
