@@ -418,8 +418,12 @@ def print_summary(rep: dict, console) -> None:
             console.print(escape(line), highlight=False)
     console.print("actions: " + ", ".join(f"{k} {v:.1%}" for k, v in rep["action_balance"].items()))
     flat = {pid: n for fam in rep["phenomena"].values() for pid, n in fam.items()}
+    # a dyadic run has no group phenomena and a group run few dyadic ones: a family the run never
+    # touched is named once, the misses listed are those of the families it did touch
+    unseen = [fam for fam, items in rep["phenomena"].items() if not any(items.values())]
+    missing = [p for fam, items in rep["phenomena"].items() if fam not in unseen for p, n in items.items() if not n]
     console.print(f"phenomena: {sum(1 for n in flat.values() if n)} of {len(flat)} items seen; missing: "
-                  + ", ".join(p for p, n in flat.items() if not n))
+                  + (", ".join(missing) or "none") + (f"; families with no events: {', '.join(unseen)}" if unseen else ""))
     for k, a in rep.get("asr", {}).items():
         console.print(f"asr {k}: {a['metric']} mean {a['mean']:.3f}, p90 {a['p90']:.3f} over {a['events']} events, "
                       f"{a['rerendered']:.0%} re-rendered")
