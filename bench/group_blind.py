@@ -1,6 +1,6 @@
 """Blind coherence items for group sessions (issue 33): a few lines of context and one reply, one in six a decoy
 moved from another session of the same language and speaker kind. Writes items.md (for the reader) and key.json
-(kept from the reader).  .venv/bin/python bench/group_blind.py . 3 OUTDIR  (repo root, plans per seed, folder)
+(kept from the reader).  .venv/bin/python bench/group_blind.py . 3 OUTDIR  (repo root, plans per seed, folder)"""
 import json, random, sys
 from pathlib import Path
 import numpy as np, yaml
