@@ -146,7 +146,7 @@ class GroupBuilder:
         chat = self.scene.chats[i]
         lines = chat.lines
         speakers = self._turn_takers(len(lines), chat.by)
-        names = {k: self.names[p] for k, p in zip("abc", speakers)}
+        names = self._vocatives(speakers)
         wake_at = (int(self.rng.integers(1, len(lines))) if self.scene.wake and len(self.addressers) and
                    self.rate("name_in_human_exchange") and self.can_ask() else -1)
         while 0 < wake_at <= len(lines) - 1 and _asks(lines[wake_at - 1]):
@@ -196,6 +196,13 @@ class GroupBuilder:
         first = [p for p in self.people if fit(by[0], p) and any(q != p for q in second)]
         return (first, second) if first else None
 
+    def _vocatives(self, speakers: list[str]) -> dict[str, str]:
+        """``{a}``, ``{b}``, ``{c}`` of a chat: what the speakers call each other. Two adults use
+        the name a person is ``called`` by (the parents of family-drive-en are Dana and Leo to each
+        other and Mum and Dad to the children); with a child in the chat, the name."""
+        adults = not any(p in self.children for p in speakers)
+        return {k: (self.called[p] or self.names[p]) if adults else self.names[p] for k, p in zip("abc", speakers)}
+
     def _turn_takers(self, n: int, by=("any", "any")) -> list[str]:
         """Speakers of a chat of ``n`` lines: two people taking turns, as the lines are written
         (line three answers line two, so it is the first speaker's again), of the roles the chat
@@ -215,7 +222,7 @@ class GroupBuilder:
         chat = self.choose([c for c in d.discuss if self._cast(c.by) is not None] or d.discuss[:1])
         lines = chat.lines
         speakers = self._turn_takers(len(lines), chat.by if self._cast(chat.by) is not None else ("any", "any"))
-        names = {k: self.names[p] for k, p in zip("abc", speakers)}
+        names = self._vocatives(speakers)
         ev = ask
         for j, (line, who) in enumerate(zip(lines, speakers)):
             to = speakers[j + 1] if j + 1 < len(speakers) else speakers[j - 1]
