@@ -228,7 +228,7 @@ class Composer:
         Chinese and en-zh: a Chinese comma, the content as written ("Sorry 啊，travel card ...")."""
         if self.lang == "en":
             word = re.match(r"[A-Za-z']*", rest).group(0)
-            if word.lower() in _common_words() and word not in _KEEP_CASE and not word.isupper():
+            if word.lower() in _common_words() and word not in _KEEP_CASE and not (word.isupper() and len(word) > 1):
                 rest = rest[:1].lower() + rest[1:]
             return join_lines(ack + ",", rest, self.domain)
         return ack + "，" + rest
