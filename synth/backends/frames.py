@@ -159,9 +159,15 @@ class Delegation(Model):
 
 
 class SideTalk(Model):
+    """The user to someone in the room, that person's reply, and the user back to the system.
+
+    ``heard``: what the user says back about the reply ("Okay, so it's in the car."), said before
+    the readdress; needed where the readdress itself does not pick up the reply (``glue_problems``)."""
+
     user: str
     third_party: str
     readdress: str
+    heard: list[str] = Field(default_factory=list)
 
 
 class Dictation(Model):
@@ -472,6 +478,47 @@ def check_file(path: Path) -> list[str]:
     out = []
     for lang in LANGS:
         out += [f"{path}: {lang}.{p}" for p in speech_problems(raw[lang], lang)]
+        out += [f"{path}: {lang}.{p}" for p in glue_problems(raw[lang], lang)]
+    return out
+
+
+# -- glue: what the user says back after side talk (issue 32) --------------------------------------
+_EN_STOP = frozenset("""the and that this with have what there they their them then than about back where were
+from your you'll you're i'll i'm it's that's okay sorry just going into over some will would could should been
+being yeah yes sure thanks thank right well where's what's here's here there's can't don't didn't isn't wasn't
+good great fine let's let carry keep again saying said anyway""".split())
+_ZH_STOP = frozenset("不好 好意 意思 我们 你们 一下 已经 可以 什么 这个 那个 没有 知道 现在 接着 继续 刚才 说到 "
+                     "回来 咱们 哪儿 回到 好的 好吧 刚刚 讲到 那就".split())
+
+
+def content_keys(text: str) -> set[str]:
+    """What a line is about, to see whether another line picks it up: English content words
+    (their first five letters, so "asleep"/"sleeping" do not count but "drawer"/"drawers" do)
+    and Chinese character pairs, without the glue words every readdress has ("sorry", 接着, 刚才)."""
+    en = {w[:5] for w in re.findall(r"[a-z']+", text.lower()) if len(w) >= 3 and w not in _EN_STOP}
+    zh = {h[i:i + 2] for h in re.findall(r"[\u4e00-\u9fff]+", text) for i in range(len(h) - 1)}
+    return en | (zh - _ZH_STOP)
+
+
+def picks_up(reply: str, back: str) -> bool:
+    """Whether ``back`` (the user's line after side talk) refers to ``reply`` (what was said to them)."""
+    return bool(content_keys(reply) & content_keys(back))
+
+
+def glue_problems(block: dict, lang: str) -> list[str]:
+    """A readdress after side talk picks up what the third party said (its ``heard`` line, or the
+    readdress itself); a ``heard`` line that does not is no acknowledgement either."""
+    out = []
+    for i, st in enumerate(block.get("side_talk") or []):
+        if not isinstance(st, dict) or not isinstance(st.get("third_party"), str):
+            continue
+        reply, heard = st["third_party"], st.get("heard") or []
+        for h in heard:
+            if isinstance(h, str) and not picks_up(reply, h):
+                out.append(f"side_talk[{i}].heard: {h!r} does not pick up the reply {reply!r}")
+        if not heard and not picks_up(reply, str(st.get("readdress", ""))):
+            out.append(f"side_talk[{i}]: the readdress {st.get('readdress')!r} ignores the reply {reply!r} "
+                       f"(add heard: what the user says back about it)")
     return out
 
 
