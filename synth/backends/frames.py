@@ -444,6 +444,7 @@ def added_problems(added: AddedFile, where: str = "") -> list[str]:
             out += [f"{at}: delegations: tool {d.tool!r} is not a tool of {added.domain} (known: "
                     f"{', '.join(sorted(tools))})" for d in f.delegations if d.tool not in tools]
         out += [f"{where}{lang}.{p}" for p in speech_problems(blk.model_dump(), lang)]
+        out += [f"{where}{lang}.{p}" for p in volunteer_problems(blk.model_dump())]
     return out
 
 
@@ -479,6 +480,7 @@ def check_file(path: Path) -> list[str]:
     for lang in LANGS:
         out += [f"{path}: {lang}.{p}" for p in speech_problems(raw[lang], lang)]
         out += [f"{path}: {lang}.{p}" for p in glue_problems(raw[lang], lang)]
+        out += [f"{path}: {lang}.{p}" for p in volunteer_problems(raw[lang])]
     return out
 
 
@@ -503,6 +505,36 @@ def content_keys(text: str) -> set[str]:
 def picks_up(reply: str, back: str) -> bool:
     """Whether ``back`` (the user's line after side talk) refers to ``reply`` (what was said to them)."""
     return bool(content_keys(reply) & content_keys(back))
+
+
+def established(frame: dict) -> set[str]:
+    """The slots a frame's opening establishes: said by every request line, or by every answer
+    to it (its long and short forms), whichever way the session opens."""
+    req = frame.get("request") or {}
+
+    def every(lines) -> set[str]:
+        sets = [fields(t) for t in lines or [] if isinstance(t, str)]
+        return set.intersection(*sets) if sets else set()
+    return every(req.get("user")) | every(list(req.get("system") or []) + list(req.get("short") or []))
+
+
+def volunteer_problems(block: dict) -> list[str]:
+    """No volunteered details (issue 32): each follow-up and new request has a user line that
+    names only slots the opening established, so the planner can ask it without the user giving a
+    value nobody asked for ("Will Rex be comfortable there?" before the dog was named)."""
+    out = []
+    for frame in block.get("frames") or []:
+        if not isinstance(frame, dict):
+            continue
+        known = established(frame) | {"topic"}
+        for key in ("followups", "new_requests"):
+            for i, unit in enumerate(frame.get(key) or []):
+                lines = [t for t in (unit or {}).get("user") or [] if isinstance(t, str)]
+                if lines and all(fields(t) - known for t in lines):
+                    slot = sorted(fields(lines[0]) - known)[0]
+                    out.append(f"frames[{frame.get('id')}].{key}[{i}].user: every line names {{{slot}}}, which "
+                               f"the request does not establish (add a line that asks without it)")
+    return out
 
 
 def glue_problems(block: dict, lang: str) -> list[str]:

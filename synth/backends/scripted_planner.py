@@ -28,7 +28,7 @@ from ..schema.seed import ScenarioSeed
 from ..schema.turns import turn_up_to
 from ..text import tokenize
 from .content import BUILTIN, Library
-from .frames import Unit, fill
+from .frames import Unit, fields, fill
 from .group_content import group_block
 from .group_planner import GroupBuilder
 from .script import Script, Task, join_lines, tasks_of
@@ -228,9 +228,29 @@ class _Builder:
             out += ["list_dictation"] * bool(self.script.dictation) + ["complete_sounding_pause"]
         return out
 
+    def _unsaid(self, text: str) -> set[str]:
+        """The slots ``text`` names whose values nobody has said in this session yet."""
+        said = " ".join(e.text for e in self.events).lower()
+        vals = self.script.values
+        return {k for k in fields(text) if k in vals and k != "topic" and vals[k].lower() not in said}
+
+    def _asked(self, unit: Unit, lines: list):
+        """The paraphrases of ``unit`` that volunteer no detail (issue 32): a request (the session's
+        or a new topic's) says its own values; any other line names only values already said, so
+        "Will Rex be comfortable there?" waits until the dog's name was said, and "Is there space for
+        the dog?" is said instead."""
+        if unit is self.script.frame.request:
+            return lines
+        return [x for x in lines if not any(self._unsaid(t) for t in ([x] if isinstance(x, str) else x))]
+
+    def user_line(self, unit: Unit) -> str:
+        """One paraphrase of the unit's user line, filled (one that volunteers nothing where there is one)."""
+        return self.script.say(self.choose(self._asked(unit, unit.user) or unit.user))
+
     def _split(self, unit: Unit) -> tuple[str, str] | None:
-        if unit.split:
-            head, tail = self.choose(unit.split)
+        pairs = self._asked(unit, unit.split)
+        if pairs:
+            head, tail = self.choose(pairs)
             return self.script.say(head), self.script.say_on(tail)
         return None
 
@@ -248,7 +268,7 @@ class _Builder:
         shape = next((v for v in fired if v in self._shapes(unit, first)), None)
         m = self.marker()
         if shape is None:
-            text = self.marked(m, self.script.say(self.choose(unit.user)))
+            text = self.marked(m, self.user_line(unit))
             tags = list(first_tags)
             if filler:
                 f = self.pickc("filler")
@@ -269,7 +289,7 @@ class _Builder:
                               pause_before="within_turn")
             return ev, [self.script.say(t) for t in d.system]
         if shape == "complete_sounding_pause":  # the afterthought's bridge is the switch's marker, if any
-            bridge, line = m or self.pickc("continuation"), self.script.say(self.choose(unit.user))
+            bridge, line = m or self.pickc("continuation"), self.user_line(unit)
             head, tail = self.pickc("complete_sounding"), join_lines(bridge, line, self.seed.domain)
         else:
             head, tail = self._split(unit)
@@ -313,7 +333,7 @@ class _Builder:
         if st.heard:
             heard = self.script.say(self.choose(st.heard))
             back = join_lines(heard, back, self.seed.domain) if self.rng.random() < READDRESS_P else heard
-        line = self.script.say(self.choose(unit.user))
+        line = self.user_line(unit)
         text = join_lines(back, line, self.seed.domain)
         return self.add("user", "readdress", text, "take", "responds_to", reply, ["readdress_after_side_talk"])
 
@@ -323,7 +343,7 @@ class _Builder:
         if self.seed.tools and not first and self.rng.random() < ROUTINE_P:
             unit = s.next_followup()
             m = self.marker()
-            u = self.add("user", "routine_request", self.marked(m, s.say(self.choose(unit.user))), "take",
+            u = self.add("user", "routine_request", self.marked(m, self.user_line(unit)), "take",
                          "responds_to", after, ["routine_request"])
             self.note(u, m)
             return self.add("system", "answer", self.answer_text(unit), "take", "responds_to", u,
@@ -445,7 +465,7 @@ class _Builder:
         k = 0 if variant == "simultaneous_start" else int(self.rng.integers(max(n // 2, 3), n - 1))
         if variant == "barge_in_new_request":
             unit = s.new_requests.pop(int(self.rng.integers(len(s.new_requests))))
-            cut = self.add("user", "new_request", s.say(self.choose(unit.user)), "take", "interrupts", ans,
+            cut = self.add("user", "new_request", self.user_line(unit), "take", "interrupts", ans,
                            [variant], attach_word=k)
             reply = self.answer_text(unit)
         elif variant == "correction_negation":
@@ -462,7 +482,7 @@ class _Builder:
             src = s.frame.id
             s.enter(s.other_frame())
             unit = s.frame.request
-            cut = self.add("user", "topic_switch", s.say(self.choose(unit.user)), "take", "interrupts", ans,
+            cut = self.add("user", "topic_switch", self.user_line(unit), "take", "interrupts", ans,
                            [variant], attach_word=k)
             s.note_switch(cut.id, src, s.frame.id, "barge_in")
             reply = self.answer_text(unit)
@@ -476,7 +496,7 @@ class _Builder:
         else:  # simultaneous start: both begin at once, the system yields and answers the user
             unit = s.next_followup()
             m = self.marker()
-            cut = self.add("user", "followup", self.marked(m, s.say(self.choose(unit.user))), "take", "interrupts",
+            cut = self.add("user", "followup", self.marked(m, self.user_line(unit)), "take", "interrupts",
                            ans, [variant], attach_word=0)
             self.note(cut, m)
             reply = self.answer_text(unit)
@@ -550,7 +570,7 @@ class _Builder:
             else:
                 unit = s.next_followup()
                 m = self.marker()
-                q = self.add("user", "followup", self.marked(m, s.say(self.choose(unit.user))), "take", "responds_to",
+                q = self.add("user", "followup", self.marked(m, self.user_line(unit)), "take", "responds_to",
                              last, ["continue_while_working"])
                 self.note(q, m)
                 last = self.add("system", "answer", self.answer_text(unit), "take", "responds_to", q)
