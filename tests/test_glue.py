@@ -44,7 +44,7 @@ def test_every_move_to_another_frame_is_a_barge_in_or_opens_with_a_marker():
     seen = {"barge_in": 0, "marked": 0, "task": 0}
     for plan in plans():
         events = {e.id: e for e in plan.events}
-        markers = [m.lower() for m in common_content()[plan.language]["topic_marker"]]
+        markers = [m.lower() for k in ("topic_marker", "topic_return") for m in common_content()[plan.language][k]]
         switches = plan.planner_meta["switches"]
         for sw in switches:
             ev = events[sw["event"]]

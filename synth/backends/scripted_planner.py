@@ -27,6 +27,7 @@ from ..schema.plan import Plan, PlannedEvent, PlannedWork, PlannedWord
 from ..schema.seed import ScenarioSeed
 from ..schema.turns import turn_up_to
 from ..text import tokenize
+from .compose import _common_words
 from .content import BUILTIN, Library
 from .frames import Unit, fields, fill
 from .group_content import group_block
@@ -205,10 +206,19 @@ class _Builder:
         """The words that open a user line moving to another topic without cutting in ("Oh, another
         thing,", 对了，还有一件事), or "" when the line stays on the topic (issue 32: never an
         unmarked jump to another frame)."""
-        return self.pickc("topic_marker") if self.script.switched else ""
+        if not self.script.switched:
+            return ""
+        return self.pickc("topic_return" if self.script.returning else "topic_marker")
 
     def marked(self, marker: str, text: str) -> str:
-        return join_lines(marker, text, self.seed.domain) if marker else text
+        """``text`` after ``marker``: an English sentence goes on in lower case ("By the way, look
+        for ..."), a name keeps its capital."""
+        if not marker:
+            return text
+        word = re.match(r"[A-Za-z']*", text).group(0)
+        if word and marker[-1:] not in ".?!。？！" and word[1:].islower() and word.lower() in _common_words() and word not in ("I", "I'm", "I'd", "I've", "I'll"):
+            text = text[:1].lower() + text[1:]
+        return join_lines(marker, text, self.seed.domain)
 
     def note(self, ev: PlannedEvent, marker: str) -> None:
         """Log the switch that ``ev`` (a line opening with ``marker``) makes, if it makes one."""
@@ -536,7 +546,7 @@ class _Builder:
                        list(tags))
         if away:
             s.note_switch(req.id, s.frame.id, t.frame_id, "marked", m)
-            s.switched = t.frame_id  # the next line on the session's topic comes back to it marked
+            s.switched, s.returning = t.frame_id, True  # the next line on the session's topic comes back to it
         if self.rng.random() < SILENT_P:
             return req, req, self.new_work(t, req)
         ack = self.add("system", "acknowledge", t.say(self.choose(t.delegation.ack)), "take", "responds_to", req,
