@@ -138,8 +138,9 @@ _INSTRUCTION_EN = re.compile(
     r"turn|press|hold|open|go|take|use|leave|unplug|plug|switch|fill|pour|stir|remove|wait|tap|click|select|bring|"
     r"don't|do not|remember|you'll need|you need|you should|you can|you could|fry|brown|cook|bake|mix|rinse|"
     r"restart|reset|check|give|let it|bring|cover|store|avoid|call|book|pick)\b", re.I)
-_INSTRUCTION_ZH = re.compile(r"先.{0,30}(然后|再)|(^|[，。；])(先|然后|再|记得|别忘了|千万别|不要|别|把|试试|您可以|你可以|"
-                             r"您先|你先|点一下|按一下|打开|关掉|拔掉|插上|去|带上|放进|倒进|加)")
+_INSTRUCTION_ZH = re.compile(r"先.{0,30}(然后|再)|(^|[，。；、])(先|然后|再|记得|别忘了|千万别|不要|别|把|试试|您可以|你可以|"
+                             r"您先|你先|点一下|按一下|打开|关掉|拔掉|插上|去|带上|放进|倒进|加|最好|跟着|照着?|沿着|直接|"
+                             r"提前|记住|注意|换上|擦|往.{0,4}(走|开|拐))")
 
 
 def line_kind(text: str, lang: str, dispreferred: bool = False) -> str:
