@@ -151,7 +151,8 @@ def test_side_talk_is_answered_by_the_third_party_and_the_readdress_follows_it()
 def test_a_backchannel_fits_what_it_follows():
     """No "exactly" or "oh nice" after bad news or after an answer that does not say yes; after bad
     news sympathy or a continuer (CONTENT.md: backchannels chosen by what they follow)."""
-    from synth.backends.scripted_planner import BAD_NEWS, CONFIRMING, _opens_with
+    from synth.backends.compose import is_negative
+    from synth.backends.scripted_planner import CONFIRMING, _opens_with
 
     common = common_content()
     kinds = {"agreement", "agreement_strong", "assessment", "assessment_good", "sympathy", "continuer"}
@@ -164,7 +165,8 @@ def test_a_backchannel_fits_what_it_follows():
                 continue
             said, answer = e.text, events[e.attach_to]
             head = answer.text  # as the planner reads it: 是的 is one opening even when its words are 是 / 的
-            bad = "dispreferred_answer" in answer.phenomena or _opens_with(head, BAD_NEWS)
+            # bad news: said with a hesitation, or declining / regretting anywhere ("No problem" is none)
+            bad = "dispreferred_answer" in answer.phenomena or is_negative(answer.text, plan.language)
             strong, delight = said in forms["agreement_strong"], said in forms["assessment_good"]
             if strong or delight:
                 assert not bad and _opens_with(head, CONFIRMING), (said, answer.text)

@@ -159,9 +159,15 @@ class Delegation(Model):
 
 
 class SideTalk(Model):
+    """The user to someone in the room, that person's reply, and the user back to the system.
+
+    ``heard``: what the user says back about the reply ("Okay, so it's in the car."), said before
+    the readdress; needed where the readdress itself does not pick up the reply (``glue_problems``)."""
+
     user: str
     third_party: str
     readdress: str
+    heard: list[str] = Field(default_factory=list)
 
 
 class Dictation(Model):
@@ -438,6 +444,7 @@ def added_problems(added: AddedFile, where: str = "") -> list[str]:
             out += [f"{at}: delegations: tool {d.tool!r} is not a tool of {added.domain} (known: "
                     f"{', '.join(sorted(tools))})" for d in f.delegations if d.tool not in tools]
         out += [f"{where}{lang}.{p}" for p in speech_problems(blk.model_dump(), lang)]
+        out += [f"{where}{lang}.{p}" for p in volunteer_problems(blk.model_dump())]
     return out
 
 
@@ -472,6 +479,78 @@ def check_file(path: Path) -> list[str]:
     out = []
     for lang in LANGS:
         out += [f"{path}: {lang}.{p}" for p in speech_problems(raw[lang], lang)]
+        out += [f"{path}: {lang}.{p}" for p in glue_problems(raw[lang], lang)]
+        out += [f"{path}: {lang}.{p}" for p in volunteer_problems(raw[lang])]
+    return out
+
+
+# -- glue: what the user says back after side talk (issue 32) --------------------------------------
+_EN_STOP = frozenset("""the and that this with have what there they their them then than about back where were
+from your you'll you're i'll i'm it's that's okay sorry just going into over some will would could should been
+being yeah yes sure thanks thank right well where's what's here's here there's can't don't didn't isn't wasn't
+good great fine let's let carry keep again saying said anyway""".split())
+_ZH_STOP = frozenset("不好 好意 意思 我们 你们 一下 已经 可以 什么 这个 那个 没有 知道 现在 接着 继续 刚才 说到 "
+                     "回来 咱们 哪儿 回到 好的 好吧 刚刚 讲到 那就".split())
+
+
+def content_keys(text: str) -> set[str]:
+    """What a line is about, to see whether another line picks it up: English content words
+    (their first five letters, so "asleep"/"sleeping" do not count but "drawer"/"drawers" do)
+    and Chinese character pairs, without the glue words every readdress has ("sorry", 接着, 刚才)."""
+    en = {w[:5] for w in re.findall(r"[a-z']+", text.lower()) if len(w) >= 3 and w not in _EN_STOP}
+    zh = {h[i:i + 2] for h in re.findall(r"[\u4e00-\u9fff]+", text) for i in range(len(h) - 1)}
+    return en | (zh - _ZH_STOP)
+
+
+def picks_up(reply: str, back: str) -> bool:
+    """Whether ``back`` (the user's line after side talk) refers to ``reply`` (what was said to them)."""
+    return bool(content_keys(reply) & content_keys(back))
+
+
+def established(frame: dict) -> set[str]:
+    """The slots a frame's opening establishes: said by every request line, or by every answer
+    to it (its long and short forms), whichever way the session opens."""
+    req = frame.get("request") or {}
+
+    def every(lines) -> set[str]:
+        sets = [fields(t) for t in lines or [] if isinstance(t, str)]
+        return set.intersection(*sets) if sets else set()
+    return every(req.get("user")) | every(list(req.get("system") or []) + list(req.get("short") or []))
+
+
+def volunteer_problems(block: dict) -> list[str]:
+    """No volunteered details (issue 32): each follow-up and new request has a user line that
+    names only slots the opening established, so the planner can ask it without the user giving a
+    value nobody asked for ("Will Rex be comfortable there?" before the dog was named)."""
+    out = []
+    for frame in block.get("frames") or []:
+        if not isinstance(frame, dict):
+            continue
+        known = established(frame) | {"topic"}
+        for key in ("followups", "new_requests"):
+            for i, unit in enumerate(frame.get(key) or []):
+                lines = [t for t in (unit or {}).get("user") or [] if isinstance(t, str)]
+                if lines and all(fields(t) - known for t in lines):
+                    slot = sorted(fields(lines[0]) - known)[0]
+                    out.append(f"frames[{frame.get('id')}].{key}[{i}].user: every line names {{{slot}}}, which "
+                               f"the request does not establish (add a line that asks without it)")
+    return out
+
+
+def glue_problems(block: dict, lang: str) -> list[str]:
+    """A readdress after side talk picks up what the third party said (its ``heard`` line, or the
+    readdress itself); a ``heard`` line that does not is no acknowledgement either."""
+    out = []
+    for i, st in enumerate(block.get("side_talk") or []):
+        if not isinstance(st, dict) or not isinstance(st.get("third_party"), str):
+            continue
+        reply, heard = st["third_party"], st.get("heard") or []
+        for h in heard:
+            if isinstance(h, str) and not picks_up(reply, h):
+                out.append(f"side_talk[{i}].heard: {h!r} does not pick up the reply {reply!r}")
+        if not heard and not picks_up(reply, str(st.get("readdress", ""))):
+            out.append(f"side_talk[{i}]: the readdress {st.get('readdress')!r} ignores the reply {reply!r} "
+                       f"(add heard: what the user says back about it)")
     return out
 
 

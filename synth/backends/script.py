@@ -88,7 +88,11 @@ class Script:
     dictation: list = field(default_factory=list)
     used_frames: list[str] = field(default_factory=list)
     log: dict = field(default_factory=lambda: {"content": CONTENT_VERSION, "frames": [], "corrections": [],
-                                               "supersedes": [], "work": {}})
+                                               "supersedes": [], "work": {}, "switches": []})
+    switched: str | None = None
+    """The frame a follow-up just left for a new frame's request (the user's next line must mark the switch)."""
+    returning: bool = False
+    """The switch to be marked goes back to the session's topic after an aside (a task about something else)."""
 
     def __post_init__(self):
         self.said: dict[str, set[int]] = {}
@@ -149,9 +153,20 @@ class Script:
         """The next follow-up on the topic; when they run out, the next frame's request."""
         if not self.followups:
             rest = [f for f in self.blk.frames if f.id not in self.used_frames] or self.blk.frames
+            self.switched, self.returning = self.frame.id, False
             self.enter(self.choose(rest))
             return self.frame.request
         return self.followups.pop()
+
+    def will_switch(self) -> bool:
+        """Whether the next follow-up is another frame's request (this frame's follow-ups are said)."""
+        return not self.followups
+
+    def note_switch(self, event_id: str, src: str, to: str, how: str, marker: str = "") -> None:
+        """Log a move from frame ``src`` to ``to``: by a barge-in, or by a user line opening with ``marker``."""
+        self.log["switches"].append({"event": event_id, "from": src, "to": to, "how": how,
+                                     **({"marker": marker} if marker else {})})
+        self.switched, self.returning = None, False
 
     def other_frame(self) -> Frame | None:
         rest = [f for f in self.blk.frames if f.id not in self.used_frames]

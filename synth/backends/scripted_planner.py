@@ -27,8 +27,9 @@ from ..schema.plan import Plan, PlannedEvent, PlannedWork, PlannedWord
 from ..schema.seed import ScenarioSeed
 from ..schema.turns import turn_up_to
 from ..text import tokenize
+from .compose import _common_words
 from .content import BUILTIN, Library
-from .frames import Unit, fill
+from .frames import Unit, fields, fill
 from .group_content import group_block
 from .group_planner import GroupBuilder
 from .script import Script, Task, join_lines, tasks_of
@@ -59,6 +60,7 @@ ROUTINE_P = 0.25  # share of later exchanges that are routine requests (negative
 FAILURE_P = 0.12  # share of work items whose backend fails
 SILENT_P = 0.15  # share of delegations opened silently, without a spoken acknowledgement
 SHORT_P = 0.35  # share of plain answers given in their short form, where the unit has one
+READDRESS_P = 0.5  # share of returns after side talk that say "sorry, where were we" after picking up the reply
 
 
 # Common forms long enough that hearing one twice in a session sounds canned (backchannels and
@@ -131,6 +133,31 @@ def _opens_with(text: str, marks: tuple[set[str], tuple[str, ...]]) -> bool:
         or head.startswith(prefixes)
 
 
+_INSTRUCTION_EN = re.compile(
+    r"(?:^|[,.;] )(?:(?:so|and|then|now|first|next|after that|just),? )?(?:first|then|next|try|make sure|keep|put|add|"
+    r"turn|press|hold|open|go|take|use|leave|unplug|plug|switch|fill|pour|stir|remove|wait|tap|click|select|bring|"
+    r"don't|do not|remember|you'll need|you need|you should|you can|you could|fry|brown|cook|bake|mix|rinse|"
+    r"restart|reset|check|give|let it|bring|cover|store|avoid|call|book|pick)\b", re.I)
+_INSTRUCTION_ZH = re.compile(r"先.{0,30}(然后|再)|(^|[，。；、])(先|然后|再|记得|别忘了|千万别|不要|别|把|试试|您可以|你可以|"
+                             r"您先|你先|点一下|按一下|打开|关掉|拔掉|插上|去|带上|放进|倒进|加|最好|跟着|照着?|沿着|直接|"
+                             r"提前|记住|注意|换上|擦|往.{0,4}(走|开|拐))")
+
+
+def line_kind(text: str, lang: str, dispreferred: bool = False) -> str:
+    """What a system line is to its listener, for the backchannel that follows it: ``bad_news``
+    (declined, regretted, full, failed; or said with a dispreferred hesitation), ``yes`` (opens by
+    confirming; not an instruction), ``instruction`` (steps or advice to follow: "first ..., then
+    ...", 先……再……) or ``news`` (anything else that informs)."""
+    from .compose import is_negative
+
+    if dispreferred or is_negative(text, lang):
+        return "bad_news"
+    if (_INSTRUCTION_EN if lang == "en" else _INSTRUCTION_ZH).search(text) or (
+            lang == "en-zh" and _INSTRUCTION_EN.search(text)):
+        return "instruction"  # "Sure, brown the onions first": the listener takes it in ("okay"), no "oh nice"
+    return "yes" if _opens_with(text, CONFIRMING) else "news"
+
+
 def _turn_words(events: list[PlannedEvent], last: PlannedEvent) -> list[PlannedWord]:
     """All words of the user turn that ends with ``last`` (its pieces linked by ``continues``)."""
     return [w for p in turn_up_to(last, {e.id: e for e in events}) for w in p.words]
@@ -176,6 +203,30 @@ class _Builder:
         self.events.append(ev)
         return ev
 
+    def marker(self) -> str:
+        """The words that open a user line moving to another topic without cutting in ("Oh, another
+        thing,", 对了，还有一件事), or "" when the line stays on the topic (issue 32: never an
+        unmarked jump to another frame)."""
+        if not self.script.switched:
+            return ""
+        return self.pickc("topic_return" if self.script.returning else "topic_marker")
+
+    def marked(self, marker: str, text: str) -> str:
+        """``text`` after ``marker``: an English sentence goes on in lower case ("By the way, look
+        for ..."), a name keeps its capital."""
+        if not marker:
+            return text
+        word = re.match(r"[A-Za-z']*", text).group(0)
+        if word and marker[-1:] not in ".?!。？！" and word[1:].islower() and word.lower() in _common_words() and word not in ("I", "I'm", "I'd", "I've", "I'll"):
+            text = text[:1].lower() + text[1:]
+        return join_lines(marker, text, self.seed.domain)
+
+    def note(self, ev: PlannedEvent, marker: str) -> None:
+        """Log the switch that ``ev`` (a line opening with ``marker``) makes, if it makes one."""
+        s = self.script
+        if marker and s.switched:
+            s.note_switch(ev.id, s.switched, s.frame.id, "marked", marker)
+
     def filler(self) -> list[PlannedWord]:
         f = self.pickc("filler")
         return tokenize(f + ("," if f.isascii() else "，"))
@@ -188,9 +239,29 @@ class _Builder:
             out += ["list_dictation"] * bool(self.script.dictation) + ["complete_sounding_pause"]
         return out
 
+    def _unsaid(self, text: str) -> set[str]:
+        """The slots ``text`` names whose values nobody has said in this session yet."""
+        said = " ".join(e.text for e in self.events).lower()
+        vals = self.script.values
+        return {k for k in fields(text) if k in vals and k != "topic" and vals[k].lower() not in said}
+
+    def _asked(self, unit: Unit, lines: list):
+        """The paraphrases of ``unit`` that volunteer no detail (issue 32): a request (the session's
+        or a new topic's) says its own values; any other line names only values already said, so
+        "Will Rex be comfortable there?" waits until the dog's name was said, and "Is there space for
+        the dog?" is said instead."""
+        if unit is self.script.frame.request:
+            return lines
+        return [x for x in lines if not any(self._unsaid(t) for t in ([x] if isinstance(x, str) else x))]
+
+    def user_line(self, unit: Unit) -> str:
+        """One paraphrase of the unit's user line, filled (one that volunteers nothing where there is one)."""
+        return self.script.say(self.choose(self._asked(unit, unit.user) or unit.user))
+
     def _split(self, unit: Unit) -> tuple[str, str] | None:
-        if unit.split:
-            head, tail = self.choose(unit.split)
+        pairs = self._asked(unit, unit.split)
+        if pairs:
+            head, tail = self.choose(pairs)
             return self.script.say(head), self.script.say_on(tail)
         return None
 
@@ -206,29 +277,34 @@ class _Builder:
         filler = self.rate("filled_pause")
         fired = [v for v in SPLIT_VARIANTS if self.rate(v)]
         shape = next((v for v in fired if v in self._shapes(unit, first)), None)
+        m = self.marker()
         if shape is None:
-            text = self.script.say(self.choose(unit.user))
+            text = self.marked(m, self.user_line(unit))
             tags = list(first_tags)
             if filler:
                 f = self.pickc("filler")
                 text, tags = join_lines(f + ("," if f.isascii() else "，"), text, self.seed.domain), tags + ["filled_pause"]
             words = tokenize(text)
-            return self.add("user", act, words, "take", rel, after, tags, **gap), None
+            ev = self.add("user", act, words, "take", rel, after, tags, **gap)
+            self.note(ev, m)
+            return ev, None
         if shape == "list_dictation":
             d = self.script.dictation.pop(int(self.rng.integers(len(self.script.dictation))))
-            chunks = [self.script.say(d.chunks[0])] + [self.script.say_on(c) for c in d.chunks[1:]]
+            chunks = [self.marked(m, self.script.say(d.chunks[0]))] + [self.script.say_on(c) for c in d.chunks[1:]]
             ev = self.add("user", act, chunks[0], "take", rel, after, first_tags, **gap)
+            self.note(ev, m)
             self.system_backchannel(ev)
             for i, chunk in enumerate(chunks[1:]):
                 last = i == len(chunks) - 2
                 ev = self.add("user", act, chunk, "hold", "continues", ev, ["list_dictation"] if last else [],
                               pause_before="within_turn")
             return ev, [self.script.say(t) for t in d.system]
-        if shape == "complete_sounding_pause":
-            bridge, line = self.pickc("continuation"), self.script.say(self.choose(unit.user))
+        if shape == "complete_sounding_pause":  # the afterthought's bridge is the switch's marker, if any
+            bridge, line = m or self.pickc("continuation"), self.user_line(unit)
             head, tail = self.pickc("complete_sounding"), join_lines(bridge, line, self.seed.domain)
         else:
             head, tail = self._split(unit)
+            head = self.marked(m, head)
         head_words = tokenize(head)
         kind = {"long_thinking_pause": "long", "complete_sounding_pause": "long",
                 "trailing_conjunction": "hesitation"}.get(shape, "within_turn")
@@ -241,7 +317,9 @@ class _Builder:
             kind = "hesitation" if kind == "within_turn" else kind
         first_ev = self.add("user", act, head_words, "take", rel, after, first_tags, **gap)
         self.system_backchannel(first_ev)
-        return self.add("user", act, tail, "hold", "continues", first_ev, tags, pause_before=kind), None
+        last = self.add("user", act, tail, "hold", "continues", first_ev, tags, pause_before=kind)
+        self.note(last if shape == "complete_sounding_pause" else first_ev, m)
+        return last, None
 
     def system_backchannel(self, user_ev: PlannedEvent) -> None:
         """mm-hm from the system inside (or right after) the first piece of a long user turn."""
@@ -252,7 +330,9 @@ class _Builder:
 
     def side_talk(self, after: PlannedEvent, unit: Unit | None = None, tags=()) -> PlannedEvent:
         """User to the third party, the reply to that, and (with ``unit``) the user back to the
-        system with the next question on the topic."""
+        system with the next question on the topic, picking up what was said to them first where
+        the readdress alone does not ("Okay, so it's in the car." then the question, with or
+        without "sorry, where were we")."""
         st = self.script.once("side_talk")
         side = self.add("user", "side_talk", st.user, "none", "addresses_other", after,
                         ["user_to_third_party", *tags])
@@ -261,7 +341,10 @@ class _Builder:
         if unit is None:
             return reply
         back = self.script.say(st.readdress)
-        line = self.script.say(self.choose(unit.user))
+        if st.heard:
+            heard = self.script.say(self.choose(st.heard))
+            back = join_lines(heard, back, self.seed.domain) if self.rng.random() < READDRESS_P else heard
+        line = self.user_line(unit)
         text = join_lines(back, line, self.seed.domain)
         return self.add("user", "readdress", text, "take", "responds_to", reply, ["readdress_after_side_talk"])
 
@@ -270,13 +353,16 @@ class _Builder:
         s = self.script
         if self.seed.tools and not first and self.rng.random() < ROUTINE_P:
             unit = s.next_followup()
-            u = self.add("user", "routine_request", s.say(self.choose(unit.user)), "take", "responds_to", after,
-                         ["routine_request"])
+            m = self.marker()
+            u = self.add("user", "routine_request", self.marked(m, self.user_line(unit)), "take",
+                         "responds_to", after, ["routine_request"])
+            self.note(u, m)
             return self.add("system", "answer", self.answer_text(unit), "take", "responds_to", u,
                             ["smooth_exchange"])
         answers = None
         unit = s.frame.request if first else s.next_followup()
-        if not first and after.speaker == "system" and self.tp and self.rate("user_to_third_party"):
+        # side talk returns to the topic: not where the next line moves to another one
+        if not first and after.speaker == "system" and self.tp and not s.switched and self.rate("user_to_third_party"):
             user = self.side_talk(after, unit)
         else:
             if after is not None and self.rate("user_self_talk"):
@@ -370,16 +456,17 @@ class _Builder:
         return ans
 
     def backchannel_for(self, variant: str, answer: str, bad_news: bool) -> tuple[str, str]:
-        """``(phenomenon, form)`` of the listener's backchannel on ``answer``, fitting what it follows
-        (CONTENT.md): after bad news (a declining answer, an apology) sympathy or a continuer, never
-        agreement or delight; strong agreement ("exactly") and delight ("oh nice") only with an
-        answer that says yes; mild agreement ("right, right") and news receipt ("oh, good to
-        know") with any other."""
-        if bad_news or _opens_with(answer, BAD_NEWS):
+        """``(phenomenon, form)`` of the listener's backchannel on ``answer``, fitting the kind of
+        line it follows (:func:`line_kind`, CONTENT.md): after bad news sympathy ("oh no", 啊，这样啊)
+        or a continuer, never agreement or delight; strong agreement ("exactly") and delight ("oh
+        nice") only with an answer that says yes; an instruction is received ("okay", 好的), news
+        is assessed ("oh, really", 哇，这样啊); mild agreement ("right, right") with any but bad news."""
+        kind = line_kind(answer, self.seed.language, bad_news)
+        if kind == "bad_news":
             return ("assessment", self.pickc("sympathy")) if variant == "assessment" else \
                 ("continuer", self.pickc("continuer"))
-        says_yes = _opens_with(answer, CONFIRMING)
-        key = {"agreement": "agreement_strong", "assessment": "assessment_good"}.get(variant) if says_yes else None
+        key = {("agreement", "yes"): "agreement_strong", ("assessment", "yes"): "assessment_good",
+               ("assessment", "instruction"): "instruction_receipt"}.get((variant, kind))
         return variant, self.pickc(key or variant)
 
     def _interrupted(self, ans: PlannedEvent, variant: str) -> PlannedEvent:
@@ -389,7 +476,7 @@ class _Builder:
         k = 0 if variant == "simultaneous_start" else int(self.rng.integers(max(n // 2, 3), n - 1))
         if variant == "barge_in_new_request":
             unit = s.new_requests.pop(int(self.rng.integers(len(s.new_requests))))
-            cut = self.add("user", "new_request", s.say(self.choose(unit.user)), "take", "interrupts", ans,
+            cut = self.add("user", "new_request", self.user_line(unit), "take", "interrupts", ans,
                            [variant], attach_word=k)
             reply = self.answer_text(unit)
         elif variant == "correction_negation":
@@ -403,10 +490,12 @@ class _Builder:
             reply = s.say(self.choose(c.system), new=new)
             s.log["corrections"].append({"event": cut.id, "slot": c.slot, "old": old, "new": new})
         elif variant == "topic_switch":
+            src = s.frame.id
             s.enter(s.other_frame())
             unit = s.frame.request
-            cut = self.add("user", "topic_switch", s.say(self.choose(unit.user)), "take", "interrupts", ans,
+            cut = self.add("user", "topic_switch", self.user_line(unit), "take", "interrupts", ans,
                            [variant], attach_word=k)
+            s.note_switch(cut.id, src, s.frame.id, "barge_in")
             reply = self.answer_text(unit)
         elif variant == "stop_command":
             # the system yields and stays silent: nothing answers the stop
@@ -417,8 +506,10 @@ class _Builder:
             return self.add("system", "repeat", ans.words, "take", "responds_to", cut)
         else:  # simultaneous start: both begin at once, the system yields and answers the user
             unit = s.next_followup()
-            cut = self.add("user", "followup", s.say(self.choose(unit.user)), "take", "interrupts", ans,
-                           [variant], attach_word=0)
+            m = self.marker()
+            cut = self.add("user", "followup", self.marked(m, self.user_line(unit)), "take", "interrupts",
+                           ans, [variant], attach_word=0)
+            self.note(cut, m)
             reply = self.answer_text(unit)
         return self.add("system", "answer", reply, "take", "responds_to", cut, ["smooth_exchange"])
 
@@ -446,9 +537,17 @@ class _Builder:
 
     def delegate(self, t: Task, after: PlannedEvent, act="delegate_request", text: str | None = None, tags=()):
         """Request, then the spoken ack that opens the work item (or, sometimes, no ack: the
-        system opens the item silently after the request, R6)."""
-        req = self.add("user", act, text or t.say(self.choose(t.user)), "take", "responds_to", after,
+        system opens the item silently after the request, R6). A task of another frame than the
+        one talked about is asked for as a new topic ("By the way, ..."), and the talk after it
+        goes back to the topic marked the same way."""
+        s = self.script
+        away = text is None and t.frame_id != s.frame.id
+        m = self.pickc("topic_marker") if away else ""
+        req = self.add("user", act, text or self.marked(m, t.say(self.choose(t.user))), "take", "responds_to", after,
                        list(tags))
+        if away:
+            s.note_switch(req.id, s.frame.id, t.frame_id, "marked", m)
+            s.switched, s.returning = t.frame_id, True  # the next line on the session's topic comes back to it
         if self.rng.random() < SILENT_P:
             return req, req, self.new_work(t, req)
         ack = self.add("system", "acknowledge", t.say(self.choose(t.delegation.ack)), "take", "responds_to", req,
@@ -481,8 +580,10 @@ class _Builder:
                 last = self.side_talk(last, tags=["continue_while_working"])
             else:
                 unit = s.next_followup()
-                q = self.add("user", "followup", s.say(self.choose(unit.user)), "take", "responds_to", last,
-                             ["continue_while_working"])
+                m = self.marker()
+                q = self.add("user", "followup", self.marked(m, self.user_line(unit)), "take", "responds_to",
+                             last, ["continue_while_working"])
+                self.note(q, m)
                 last = self.add("system", "answer", self.answer_text(unit), "take", "responds_to", q)
         if self.rate("stale_result_dropped"):
             sup = t.delegation.supersede
