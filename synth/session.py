@@ -215,7 +215,7 @@ def render_session(spec: RenderSpec, scene: Scene, run_seed: int, tts: TTSEngine
     labels = label_session(tl, period, sys_x, stem_x, rp.vad_threshold_dbfs, rp.vad_window_ms, person_x)
     del person_x
     t0 = timer.add("labels", t0)
-    _check(rp, tl, labels, unit(user_pcm), sys_x, stem_x)
+    _check(rp, tl, labels, unit(user_pcm), sys_x, stem_x, plan.planner_meta)
     del sys_x, stem_x
     hits = [PhenomenonHit(id=p, family=family_of(p), event_id=e.id) for e in tl.events for p in e.phenomena]
     hits += [PhenomenonHit(id=p, family=family_of(p), event_id=eid)
@@ -283,12 +283,13 @@ def _asr_gate(asr_config, params: RenderParams, plan: Plan, spec: RenderSpec, re
     return out, heard, spec.model_copy(update={"events": events})
 
 
-def _check(params: RenderParams, tl, labels, user_x, sys_x, stem_x) -> None:
+def _check(params: RenderParams, tl, labels, user_x, sys_x, stem_x, planner_meta: dict | None = None) -> None:
     """QA: label rules and audio/label agreement (on the written channels, as ``unit`` floats);
     the first problem is the reject reason."""
     sr, period = params.sample_rate, params.frame_period_ms
     problems = qa.check_labels(tl, labels, period, params.timing.result_ttl_ms)
     problems += qa.check_group(tl, labels, period)
+    problems += qa.check_long_range(tl, planner_meta or {})
     problems += qa.check_vad(sys_x, labels.sys_vad, sr, period, "sys_vad")
     problems += qa.check_vad(stem_x, labels.usr_vad, sr, period, "usr_vad")
     problems += qa.check_vad_in_events(tl, labels.sys_vad, ("system",), period, "sys_vad")
