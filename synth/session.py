@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -69,8 +70,33 @@ class Timer:
         return now
 
 
+QUANTIZE_CHUNK = 1 << 20
+"""Samples quantized at a time: the float temporaries of a 24-minute track would be 3 x 93 MB."""
+
+
 def quantize(x: np.ndarray) -> np.ndarray:
-    return np.clip(np.round(x * 32767.0), -32768, 32767).astype(np.int16)
+    """int16 samples of ``x`` (full scale 32767), chunk by chunk (each sample on its own)."""
+    out = np.empty(len(x), np.int16)
+    for a in range(0, len(x), QUANTIZE_CHUNK):
+        out[a : a + QUANTIZE_CHUNK] = np.clip(np.round(x[a : a + QUANTIZE_CHUNK] * 32767.0), -32768, 32767)
+    return out
+
+
+class _Units(Mapping):
+    """int16 tracks read as ``unit`` floats one at a time, when asked for (a group's person stems:
+    four float copies of a 24-minute session at once would be 370 MB)."""
+
+    def __init__(self, pcm: dict[str, np.ndarray]):
+        self.pcm = pcm
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        return unit(self.pcm[key])
+
+    def __iter__(self):
+        return iter(self.pcm)
+
+    def __len__(self) -> int:
+        return len(self.pcm)
 
 
 def unit(pcm: np.ndarray) -> np.ndarray:
@@ -205,11 +231,14 @@ def render_session(spec: RenderSpec, scene: Scene, run_seed: int, tts: TTSEngine
     t0 = timer.add("clock", t0)
     irs = room_irs(scene.room, sr) if scene.room is not None else {}
     t0 = timer.add("room", t0)
-    m = mix(tl, placed.audio, scene, irs, bank, rp.peak_limit)
-    clock, gains_db = placed.tape.values, m.gains_db
+    audio, clock = placed.audio, placed.tape.values
+    del placed, rendered  # the events' audio lives on in ``audio`` only, which the mix empties into tracks
+    m = mix(tl, audio, scene, irs, bank, rp.peak_limit, consume=True)
+    gains_db = m.gains_db
+    # each person's stem as written, like the user stem (popped: its float track ends here)
+    person_x = _Units({p: quantize(m.person_stems.pop(p)) for p in sorted(m.person_stems)})
     user_pcm, sys_pcm, stem_pcm = quantize(m.user_side), quantize(m.system), quantize(m.user_stem)
-    person_x = {p: unit(quantize(x)) for p, x in m.person_stems.items()}  # as written, like the user stem
-    del m, placed, rendered  # the float tracks (several times the int16 channels) end here
+    del m, audio  # the float tracks (several times the int16 channels) end here
     t0 = timer.add("mix", t0)
     sys_x, stem_x = unit(sys_pcm), unit(stem_pcm)
     labels = label_session(tl, period, sys_x, stem_x, rp.vad_threshold_dbfs, rp.vad_window_ms, person_x)
