@@ -34,17 +34,18 @@ import numpy as np
 from ..errors import UserError
 from ..schema.plan import Plan, PlannedEvent
 from ..schema.seed import ScenarioSeed
-from ..stages.paraling import SECONDS_PER_WORD
 from .frames import fields
 from .group_content import PLANNER_FIELDS, Recall, Scene, group_block
 from .group_planner import _BYE, GroupBuilder
 
 PLANNER_NAME = "scripted-group-long-v1"
 
-GAP_S = 0.55
-"""Mean time an event adds beside its words (gaps, breaths and fillers of the paralinguistic pass),
-with its words at the pace ``paraling.SECONDS_PER_WORD`` assumes; checked against the rendered
-length by bench/long_session.py (README "Long group sessions")."""
+SECONDS_PER_UNIT = {"en": 0.32, "zh": 0.22}
+"""Seconds per English word and per Chinese character of eSpeak NG at its pace, measured on
+rendered long group sessions (bench/long_session.py --pipeline pipelines/long-group.yaml; the
+paralinguistic pass's fillers and the clock's overlaps included)."""
+GAP_S = 0.25
+"""Mean silence an event adds beside its words, from the same renders."""
 TAIL_S = 90.0
 """Estimated length kept for the tail (talk, recalls, closing): the body stops this much short."""
 MAX_EVENTS = 1500
@@ -53,8 +54,9 @@ MAX_RECALLS = 3
 
 
 def estimate_s(ev: PlannedEvent) -> float:
-    """Estimated seconds an event adds to the session: its words at eSpeak's pace and a gap."""
-    speech = sum(SECONDS_PER_WORD[w.lang] * (len(w.text) if w.lang == "zh" else 1) for w in ev.words)
+    """Estimated seconds an event adds to the session: its words at eSpeak's pace and a gap
+    (a plan knows no audio; a neural voice's session comes out longer or shorter)."""
+    speech = sum(SECONDS_PER_UNIT[w.lang] * (len(w.text) if w.lang == "zh" else 1) for w in ev.words)
     return speech + GAP_S
 
 
