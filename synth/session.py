@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import io
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,8 +19,10 @@ import soundfile as sf
 
 from .backends.room import room_irs
 from .backends.tts import TTSEngine, Voice
+from .audio import quantize
 from .banks.bank import Bank
 from .errors import SessionReject
+from .executor.limits import return_freed_audio
 from .persona import system_prompt, voice_prompt_text
 from .rng import stream
 from .schema.common import CHANNEL_ORDER
@@ -68,35 +69,6 @@ class Timer:
         self.stages[name] = self.stages.get(name, 0.0) + now[0] - t0[0]
         self.cpu_stages[name] = self.cpu_stages.get(name, 0.0) + now[1] - t0[1]
         return now
-
-
-QUANTIZE_CHUNK = 1 << 20
-"""Samples quantized at a time: the float temporaries of a 24-minute track would be 3 x 93 MB."""
-
-
-def quantize(x: np.ndarray) -> np.ndarray:
-    """int16 samples of ``x`` (full scale 32767), chunk by chunk (each sample on its own)."""
-    out = np.empty(len(x), np.int16)
-    for a in range(0, len(x), QUANTIZE_CHUNK):
-        out[a : a + QUANTIZE_CHUNK] = np.clip(np.round(x[a : a + QUANTIZE_CHUNK] * 32767.0), -32768, 32767)
-    return out
-
-
-class _Units(Mapping):
-    """int16 tracks read as ``unit`` floats one at a time, when asked for (a group's person stems:
-    four float copies of a 24-minute session at once would be 370 MB)."""
-
-    def __init__(self, pcm: dict[str, np.ndarray]):
-        self.pcm = pcm
-
-    def __getitem__(self, key: str) -> np.ndarray:
-        return unit(self.pcm[key])
-
-    def __iter__(self):
-        return iter(self.pcm)
-
-    def __len__(self) -> int:
-        return len(self.pcm)
 
 
 def unit(pcm: np.ndarray) -> np.ndarray:
@@ -217,6 +189,7 @@ def render_session(spec: RenderSpec, scene: Scene, run_seed: int, tts: TTSEngine
     ``scene.asr``) is not given: a re-render from a record renders the voices the gate kept,
     which the spec holds."""
     t0 = timer.start()
+    return_freed_audio()
     rp = params or spec.params
     plan = spec.plan
     sr, period = rp.sample_rate, rp.frame_period_ms
@@ -234,15 +207,14 @@ def render_session(spec: RenderSpec, scene: Scene, run_seed: int, tts: TTSEngine
     audio, clock = placed.audio, placed.tape.values
     del placed, rendered  # the events' audio lives on in ``audio`` only, which the mix empties into tracks
     m = mix(tl, audio, scene, irs, bank, rp.peak_limit, consume=True)
-    gains_db = m.gains_db
-    # each person's stem as written, like the user stem (popped: its float track ends here)
-    person_x = _Units({p: quantize(m.person_stems.pop(p)) for p in sorted(m.person_stems)})
-    user_pcm, sys_pcm, stem_pcm = quantize(m.user_side), quantize(m.system), quantize(m.user_stem)
-    del m, audio  # the float tracks (several times the int16 channels) end here
+    gains_db, person_pcm = m.gains_db, m.person_stems  # each person's stem as written (int16)
+    floats = [m.user_side, m.system, m.user_stem]
+    del m, audio  # each float track (twice its int16 channel) ends as soon as it is quantized
+    user_pcm, sys_pcm, stem_pcm = (quantize(floats.pop(0)) for _ in range(3))
     t0 = timer.add("mix", t0)
     sys_x, stem_x = unit(sys_pcm), unit(stem_pcm)
-    labels = label_session(tl, period, sys_x, stem_x, rp.vad_threshold_dbfs, rp.vad_window_ms, person_x)
-    del person_x
+    labels = label_session(tl, period, sys_x, stem_x, rp.vad_threshold_dbfs, rp.vad_window_ms, person_pcm)
+    del person_pcm
     t0 = timer.add("labels", t0)
     _check(rp, tl, labels, unit(user_pcm), sys_x, stem_x, plan.planner_meta)
     del sys_x, stem_x

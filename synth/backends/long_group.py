@@ -40,10 +40,11 @@ from .group_planner import _BYE, GroupBuilder
 
 PLANNER_NAME = "scripted-group-long-v1"
 
-SECONDS_PER_UNIT = {"en": 0.32, "zh": 0.22}
-"""Seconds per English word and per Chinese character of eSpeak NG at its pace, measured on
-rendered long group sessions (bench/long_session.py --pipeline pipelines/long-group.yaml; the
-paralinguistic pass's fillers and the clock's overlaps included)."""
+SECONDS_PER_UNIT = {"en": {"en": 0.32, "zh": 0.25}, "zh": {"en": 0.40, "zh": 0.25},
+                    "en-zh": {"en": 0.40, "zh": 0.25}}
+"""Seconds per English word and per Chinese character of eSpeak NG, by session language (the
+Mandarin voice reads an English word slower), measured on rendered 30-minute long group sessions
+(bench/long_session.py --pipeline pipelines/long-group.yaml; fillers and overlaps included)."""
 GAP_S = 0.25
 """Mean silence an event adds beside its words, from the same renders."""
 TAIL_S = 90.0
@@ -53,10 +54,11 @@ MAX_EVENTS = 1500
 MAX_RECALLS = 3
 
 
-def estimate_s(ev: PlannedEvent) -> float:
+def estimate_s(ev: PlannedEvent, language: str = "en") -> float:
     """Estimated seconds an event adds to the session: its words at eSpeak's pace and a gap
     (a plan knows no audio; a neural voice's session comes out longer or shorter)."""
-    speech = sum(SECONDS_PER_UNIT[w.lang] * (len(w.text) if w.lang == "zh" else 1) for w in ev.words)
+    rate = SECONDS_PER_UNIT[language]
+    speech = sum(rate[w.lang] * (len(w.text) if w.lang == "zh" else 1) for w in ev.words)
     return speech + GAP_S
 
 
@@ -121,7 +123,7 @@ class LongGroupBuilder(GroupBuilder):
     def add(self, *args, **kw) -> PlannedEvent:
         ev = super().add(*args, **kw)
         self.at[ev.id] = self.elapsed
-        self.elapsed += estimate_s(ev)
+        self.elapsed += estimate_s(ev, self.lang)
         self.filled[ev.id], self.pending = self.pending, {}
         return ev
 

@@ -162,7 +162,9 @@ def vad_frames(stem: np.ndarray, sample_rate: int, frame_period_ms: int,
     period = period_samples(sample_rate, frame_period_ms)
     n = num_frames(len(stem), period)
     win = max(1, sample_rate * window_ms // 1000)
-    rms = np.sqrt(window_mean_square(stem, win, n * period // win))  # the stem zero-padded to n frames
+    # the stem zero-padded to n frames; int16 read as ``unit`` floats (x / 32768, exact), without their copy
+    rms = np.sqrt(window_mean_square(stem, win, n * period // win,
+                                     scale=1 / 32768 if stem.dtype == np.int16 else None))
     active = 20 * np.log10(np.maximum(rms, 1e-12)) > threshold_dbfs
     out = np.zeros(n, dtype=np.int8)
     starts = np.arange(len(active)) * win
@@ -193,7 +195,7 @@ def label_session(timeline: Timeline, frame_period_ms: int, sys_stem: np.ndarray
         group = dict(addressed=addressed_frames(timeline, frame_period_ms).tolist(),
                      person_vad={p: vad_frames(person_stems[p], timeline.sample_rate, frame_period_ms,
                                                threshold_dbfs, window_ms)[: ch["num_frames"]].tolist()
-                                 for p in sorted(person_stems)})  # one stem at a time (a lazy mapping)
+                                 for p in sorted(person_stems)})  # int16 stems as written
     return FrameLabels(**group,
         frame_period_s=ch["frame_period_s"],
         num_frames=ch["num_frames"],

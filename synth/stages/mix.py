@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.signal import oaconvolve
 
-from ..audio import active_rms_db, gain_to_level
+from ..audio import active_rms_db, gain_to_level, quantize
 from ..banks.bank import Bank, BankReadError, read_clip
 from ..errors import SessionReject
 from ..schema.scene import Scene
@@ -31,7 +31,7 @@ class Mix:
     system: np.ndarray  # ch1: the system's clean speech
     user_stem: np.ndarray  # the user's own dry voice at its written gain (for usr_vad)
     gains_db: dict
-    person_stems: dict[str, np.ndarray] = field(default_factory=dict)  # a group's dry voices at their gains
+    person_stems: dict[str, np.ndarray] = field(default_factory=dict)  # a group's dry voices as written (int16)
 
 
 def tracks_of(tl: Timeline, audio: dict[str, np.ndarray], names: tuple[str, ...] | None = None,
@@ -94,17 +94,19 @@ def mix(tl: Timeline, audio: dict[str, np.ndarray], scene: Scene, irs: dict[str,
         bank: Bank | None, peak_limit: float, consume: bool = False) -> Mix:
     """The channels of one session; ``irs`` are the scene room's impulse responses (or empty).
 
-    Peak memory (a 24-minute group session): the noise is made first, before any track (its
+    Peak memory (a 30-minute group session): the noise is made first, before any track (its
     float64 layers are the largest temporaries); ``consume`` empties ``audio`` into the tracks
     (the caller keeps no other reference to it); the system's track is made after the user side's
-    speech. Every sample is computed as before, in the same order (records re-render byte for byte)."""
+    speech; a person's dry track is made when it is needed, twice (for their room and level, then
+    for their stem), rather than all of them held, and their stem is quantized as it is summed
+    into the user stem. Every sample is computed as before, in the same order (records re-render
+    byte for byte)."""
     n, sr = tl.num_samples, tl.sample_rate
     noise = noise_db = None
     if scene.noise is not None:
         noise = _noise(scene, bank, n, sr)
         noise_db = 10 * np.log10(np.mean(noise.astype(np.float64) ** 2) + 1e-20)
-    people_tl = sorted({e.person for e in tl.events if e.person})
-    tracks = tracks_of(tl, audio, (*SOURCES, *people_tl), consume)
+    tracks = tracks_of(tl, audio, SOURCES, consume)
 
     def heard(name: str, x: np.ndarray) -> np.ndarray:
         return convolve(x, irs[name], n) if name in irs and np.any(x) else x
@@ -112,7 +114,7 @@ def mix(tl: Timeline, audio: dict[str, np.ndarray], scene: Scene, irs: dict[str,
     gains: dict[str, float] = {}
     people = sorted(k for k in scene.levels_db if k not in SOURCES)
     if people:  # a group: every person at their own place and level; "user" speech is all of them
-        user_speech, g_dry = _group_speech(tracks, people, heard, scene, sr, gains)
+        user_speech, g_dry = _group_speech(tl, audio, people, heard, scene, sr, gains)
     else:
         user_speech, gains["user"] = _to_level(heard("user", tracks["user"]), sr, scene.levels_db["user"])
     tracks.update(tracks_of(tl, audio, ("system",), consume))
@@ -142,13 +144,18 @@ def mix(tl: Timeline, audio: dict[str, np.ndarray], scene: Scene, irs: dict[str,
     scale_s = min(1.0, peak_limit / max(float(np.abs(system).max()), 1e-9))
     gains.update(peak_scale_user_side_db=20 * np.log10(scale_u), peak_scale_system_db=20 * np.log10(scale_s))
     stems = {}
-    if people:
-        stems = {p: tracks[p] for p in people}
+    if people:  # each person's dry track again, at their gain: quantized, and summed into the user stem
+        user = None
         for p in people:
-            tracks[p] *= g_dry[p] * scale_u
-        tracks["user"] = stems[people[0]].copy()  # summed in place, in np.sum's order, without its stack
-        for p in people[1:]:
-            tracks["user"] += stems[p]
+            stem = tracks_of(tl, audio, (p,), consume)[p]
+            stem *= g_dry[p] * scale_u
+            stems[p] = quantize(stem)
+            if user is None:
+                user = stem  # the sum starts in the first stem (as np.sum over the stems would add)
+            else:
+                user += stem
+            del stem
+        tracks["user"] = user
         g_user = 1.0
     else:
         g_user = 10 ** (gains["user"] / 20) * scale_u
@@ -158,18 +165,20 @@ def mix(tl: Timeline, audio: dict[str, np.ndarray], scene: Scene, irs: dict[str,
     return Mix(user_side, system, tracks["user"], {k: round(float(v), 3) for k, v in gains.items()}, stems)
 
 
-def _group_speech(tracks, people: list[str], heard, scene: Scene, sr: int, gains: dict
+def _group_speech(tl: Timeline, audio: dict, people: list[str], heard, scene: Scene, sr: int, gains: dict
                   ) -> tuple[np.ndarray, dict[str, float]]:
     """Every person's voice through their own room response at their level, summed: the user-side
-    speech of a group (overlapping people add physically). Returns it and each person's gain."""
-    speech = np.zeros(len(tracks["user"]), np.float32)
+    speech of a group (overlapping people add physically). Returns it and each person's gain.
+    One person's track at a time (made from ``audio``, which keeps it for their stem)."""
+    speech = np.zeros(tl.num_samples, np.float32)
     g_dry = {}
     for p in people:
-        if not np.any(tracks[p]):
+        dry = tracks_of(tl, audio, (p,))[p]
+        if not np.any(dry):
             g_dry[p] = 0.0
             continue
-        wet = heard(p, tracks[p])  # a new array when convolved, else the dry track (kept for the stems)
-        wet, gains[p] = _to_level(wet, sr, scene.levels_db[p], own=wet is not tracks[p])
+        wet, gains[p] = _to_level(heard(p, dry), sr, scene.levels_db[p], own=True)  # the dry track is made again
+        del dry
         g_dry[p] = 10 ** (gains[p] / 20)
         speech += wet
         del wet
