@@ -51,12 +51,13 @@ def fixed_minutes(pipeline: Path, minutes: float, into: Path) -> Path:
 
     cfg = yaml.safe_load(pipeline.read_text())
     seeds = []
+    (into / "seeds").mkdir()
     for pattern in cfg["seeds"]:
         for f in sorted(glob.glob(str(pipeline.parent / pattern))):
             d = yaml.safe_load(Path(f).read_text())
             d.setdefault("long_form", {})["minutes"] = {"dist": "fixed", "value": minutes}
-            (into / Path(f).name).write_text(yaml.safe_dump(d, allow_unicode=True))
-            seeds.append(str(into / Path(f).name))
+            (into / "seeds" / Path(f).name).write_text(yaml.safe_dump(d, allow_unicode=True))
+            seeds.append(str(into / "seeds" / Path(f).name))
     cfg["seeds"] = seeds
     for bank in cfg.get("acoustics", {}).get("banks", []):
         bank["path"] = str((pipeline.parent / bank["path"]).resolve())
