@@ -65,9 +65,9 @@ def estimate_s(ev: PlannedEvent, language: str = "en") -> float:
 def check_long_seed(seed: ScenarioSeed, where: str = "") -> None:
     """A long seed's further domains have group content in its language, and a seed asking for
     references back has recall content in its own domain's scenes (one line naming what lacks)."""
-    for d in seed.long_form.more_domains:
-        if d == seed.domain:
-            raise UserError(f"{where}long_form.more_domains: {d!r} is the seed's own domain")
+    for i, d in enumerate(seed.long_form.more_domains):
+        if d == seed.domain or d in seed.long_form.more_domains[:i]:
+            raise UserError(f"{where}long_form.more_domains: {d!r} is the seed's own domain or given twice")
         try:
             group_block(d, seed.language)
         except UserError as e:
@@ -89,6 +89,11 @@ class _SceneState:
         self.decided = False
         self.asked: set[int] = set()
 
+    @property
+    def key(self) -> str:
+        """The scene across domains (two domains may name a scene alike)."""
+        return f"{self.domain}/{self.scene.id}"
+
 
 class LongGroupBuilder(GroupBuilder):
     """A group session of chapters to a target length, with long-range references in its tail."""
@@ -108,7 +113,7 @@ class LongGroupBuilder(GroupBuilder):
         self.elapsed = 0.0
         self.at: dict[str, float] = {}  # event id -> estimated start (s)
         self.repeats = 0
-        self.pending: dict[tuple[str, str], str] = {}  # (scene, slot) -> value filled into the next event
+        self.pending: dict[tuple[str, str], str] = {}  # (scene key, slot) -> value filled into the next event
         self.filled: dict[str, dict[tuple[str, str], str]] = {}  # event id -> the slots its line said
         self.log = {"scene": self.scene.id, "values": dict(self.values), "requests": [], "chapters": [],
                     "long_range": [], "target_min": round(self.target_s / 60, 2)}
@@ -116,7 +121,7 @@ class LongGroupBuilder(GroupBuilder):
     # -- bookkeeping -------------------------------------------------------------------------------
     def say(self, text: str, **names: str) -> str:
         """As the base builder's, remembering which of the scene's slots the line says."""
-        self.pending.update({(self.scene.id, f): self.values[f] for f in fields(text)
+        self.pending.update({(self.state.key, f): self.values[f] for f in fields(text)
                              if f in self.values and f not in names})
         return super().say(text, **names)
 
@@ -195,7 +200,7 @@ class LongGroupBuilder(GroupBuilder):
             return None
         if any(f.startswith("option") for f in slots) and not st.decided:
             return None
-        found = {f: self.said(st.scene.id, f) for f in slots}
+        found = {f: self.said(st.key, f) for f in slots}
         return None if any(e is None for e in found.values()) else found
 
     def recall(self, st: _SceneState, unit: Recall, found: dict[str, PlannedEvent],
