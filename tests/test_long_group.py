@@ -42,7 +42,8 @@ def test_a_long_plan_lasts_its_target_and_refers_back_to_its_first_minutes(path,
     meta = plan.planner_meta
     total = meta["estimated_min"]
     assert 20.0 <= total <= 30.0 and abs(total - meta["target_min"]) <= 1.5, meta["target_min"]
-    assert len({c["scene"] for c in meta["chapters"]}) >= 3  # the scenes of the seed's domain and more_domains
+    scenes = {c["scene"] for c in meta["chapters"]}
+    assert len(scenes) >= 3 and (not seed.long_form.scenes or scenes <= set(seed.long_form.scenes))
     index = {e.id: k for k, e in enumerate(plan.events)}
     by_id = {e.id: e for e in plan.events}
     refs = meta["long_range"]
@@ -141,6 +142,9 @@ def test_bad_long_seeds_and_recall_content_name_what_is_wrong():
         ScenarioSeed.model_validate({**dyadic, "long_form": {}})
     seed = ScenarioSeed.model_validate({**d, "long_form": {"more_domains": ["banking"]}})
     with pytest.raises(UserError, match="long_form.more_domains: no group content for domain 'banking'"):
+        ScriptedPlanner().check_seed(seed, "s.yaml")
+    seed = ScenarioSeed.model_validate({**d, "long_form": {**d["long_form"], "scenes": ["lunch-stop", "nowhere"]}})
+    with pytest.raises(UserError, match="long_form.scenes: no scene 'nowhere' in the group content"):
         ScriptedPlanner().check_seed(seed, "s.yaml")
     with pytest.raises(ValidationError, match="recall's system lines name the same slots"):
         Recall(user=["when?", "what time?"], system=["At {time}.", "At {time} on {day}."])

@@ -72,11 +72,24 @@ def check_long_seed(seed: ScenarioSeed, where: str = "") -> None:
             group_block(d, seed.language)
         except UserError as e:
             raise UserError(f"{where}long_form.more_domains: {e}") from None
+    known = {s.id for d in (seed.domain, *seed.long_form.more_domains) for s in group_block(d, seed.language).scenes}
+    unknown = [s for s in seed.long_form.scenes if s not in known]
+    if unknown:
+        raise UserError(f"{where}long_form.scenes: no scene {unknown[0]!r} in the group content of its domains "
+                        f"({seed.language}); there are: {', '.join(sorted(known))}")
+    if not scenes_of(seed, seed.domain):
+        raise UserError(f"{where}long_form.scenes: none of the seed's own domain {seed.domain!r}")
     if seed.rates.get("long_range_reference", 0) > 0:
-        bare = [s.id for s in group_block(seed.domain, seed.language).scenes if not s.recall]
+        bare = [s.id for s in scenes_of(seed, seed.domain) if not s.recall]
         if bare:
             raise UserError(f"{where}phenomena.long_range_reference: scene {bare[0]!r} of domain {seed.domain!r} "
                             f"({seed.language}) has no recall content to refer back with")
+
+
+def scenes_of(seed: ScenarioSeed, domain: str) -> list[Scene]:
+    """The group scenes of ``domain`` a long seed plays (``long_form.scenes``; all when empty)."""
+    allowed = set(seed.long_form.scenes)
+    return [s for s in group_block(domain, seed.language).scenes if not allowed or s.id in allowed]
 
 
 class _SceneState:
@@ -99,13 +112,14 @@ class LongGroupBuilder(GroupBuilder):
     """A group session of chapters to a target length, with long-range references in its tail."""
 
     def __init__(self, seed: ScenarioSeed, session_id: str, rng: np.random.Generator):
-        super().__init__(seed, session_id, rng)
+        own = group_block(seed.domain, seed.language)
+        super().__init__(seed, session_id, rng, own.model_copy(update={"scenes": scenes_of(seed, seed.domain)}))
         lf = seed.long_form
         self.target_s = float(lf.minutes.sample(rng)) * 60.0
         first = _SceneState(self.scene, seed.domain, self.values)
-        others = [(s, seed.domain) for s in group_block(seed.domain, self.lang).scenes if s.id != self.scene.id]
+        others = [(s, seed.domain) for s in scenes_of(seed, seed.domain) if s.id != self.scene.id]
         for d in lf.more_domains:
-            others += [(s, d) for s in group_block(d, self.lang).scenes]
+            others += [(s, d) for s in scenes_of(seed, d)]
         order = [others[int(i)] for i in rng.permutation(len(others))]
         self.states = [first] + [_SceneState(s, d, {k: self.choose(v) for k, v in sorted(s.slots.items())})
                                  for s, d in order]
@@ -228,6 +242,10 @@ class LongGroupBuilder(GroupBuilder):
             if done >= MAX_RECALLS or (j > 0 and not self.rate("long_range_reference")):
                 continue
             units = [(u, f) for u in st.scene.recall if (f := self.usable(st, u)) is not None]
+            if j == 0:  # the first chapter's scene: what was said in that chapter, where there is such
+                first = self.log["chapters"][1]["from_event"] if len(self.log["chapters"]) > 1 else len(self.events)
+                early = [(u, f) for u, f in units if all(self.events.index(e) < first for e in f.values())]
+                units = early or units
             if not units:
                 continue
             unit, found = units[int(self.rng.integers(len(units)))]

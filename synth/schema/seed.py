@@ -68,6 +68,8 @@ class LongForm(Model):
     minutes: bounded(*LONG_MINUTES) = Uniform(a=20.0, b=30.0)
     more_domains: list[Slug] = Field(default_factory=list, max_length=8,
                                      description="further domains whose group scenes later chapters use")
+    scenes: list[Slug] = Field(default_factory=list, max_length=64,
+                               description="only these scene ids (of the domain and more_domains); empty: all")
 
 
 class Tool(Model):
