@@ -19,8 +19,10 @@ import soundfile as sf
 
 from .backends.room import room_irs
 from .backends.tts import TTSEngine, Voice
+from .audio import quantize
 from .banks.bank import Bank
 from .errors import SessionReject
+from .executor.limits import return_freed_audio
 from .persona import system_prompt, voice_prompt_text
 from .rng import stream
 from .schema.common import CHANNEL_ORDER
@@ -67,10 +69,6 @@ class Timer:
         self.stages[name] = self.stages.get(name, 0.0) + now[0] - t0[0]
         self.cpu_stages[name] = self.cpu_stages.get(name, 0.0) + now[1] - t0[1]
         return now
-
-
-def quantize(x: np.ndarray) -> np.ndarray:
-    return np.clip(np.round(x * 32767.0), -32768, 32767).astype(np.int16)
 
 
 def unit(pcm: np.ndarray) -> np.ndarray:
@@ -191,6 +189,7 @@ def render_session(spec: RenderSpec, scene: Scene, run_seed: int, tts: TTSEngine
     ``scene.asr``) is not given: a re-render from a record renders the voices the gate kept,
     which the spec holds."""
     t0 = timer.start()
+    return_freed_audio()
     rp = params or spec.params
     plan = spec.plan
     sr, period = rp.sample_rate, rp.frame_period_ms
@@ -205,17 +204,19 @@ def render_session(spec: RenderSpec, scene: Scene, run_seed: int, tts: TTSEngine
     t0 = timer.add("clock", t0)
     irs = room_irs(scene.room, sr) if scene.room is not None else {}
     t0 = timer.add("room", t0)
-    m = mix(tl, placed.audio, scene, irs, bank, rp.peak_limit)
-    clock, gains_db = placed.tape.values, m.gains_db
-    user_pcm, sys_pcm, stem_pcm = quantize(m.user_side), quantize(m.system), quantize(m.user_stem)
-    person_x = {p: unit(quantize(x)) for p, x in m.person_stems.items()}  # as written, like the user stem
-    del m, placed, rendered  # the float tracks (several times the int16 channels) end here
+    audio, clock = placed.audio, placed.tape.values
+    del placed, rendered  # the events' audio lives on in ``audio`` only, which the mix empties into tracks
+    m = mix(tl, audio, scene, irs, bank, rp.peak_limit, consume=True)
+    gains_db, person_pcm = m.gains_db, m.person_stems  # each person's stem as written (int16)
+    floats = [m.user_side, m.system, m.user_stem]
+    del m, audio  # each float track (twice its int16 channel) ends as soon as it is quantized
+    user_pcm, sys_pcm, stem_pcm = (quantize(floats.pop(0)) for _ in range(3))
     t0 = timer.add("mix", t0)
     sys_x, stem_x = unit(sys_pcm), unit(stem_pcm)
-    labels = label_session(tl, period, sys_x, stem_x, rp.vad_threshold_dbfs, rp.vad_window_ms, person_x)
+    labels = label_session(tl, period, sys_x, stem_x, rp.vad_threshold_dbfs, rp.vad_window_ms, person_pcm)
     t0 = timer.add("labels", t0)
-    _check(rp, tl, labels, unit(user_pcm), sys_x, stem_x, person_x)
-    del person_x
+    _check(rp, tl, labels, unit(user_pcm), sys_x, stem_x, plan.planner_meta, person_pcm)
+    del person_pcm
     del sys_x, stem_x
     hits = [PhenomenonHit(id=p, family=family_of(p), event_id=e.id) for e in tl.events for p in e.phenomena]
     hits += [PhenomenonHit(id=p, family=family_of(p), event_id=eid)
@@ -283,16 +284,19 @@ def _asr_gate(asr_config, params: RenderParams, plan: Plan, spec: RenderSpec, re
     return out, heard, spec.model_copy(update={"events": events})
 
 
-def _check(params: RenderParams, tl, labels, user_x, sys_x, stem_x, person_x: dict | None = None) -> None:
+def _check(params: RenderParams, tl, labels, user_x, sys_x, stem_x, planner_meta: dict | None = None,
+           person_pcm: dict | None = None) -> None:
     """QA: label rules and audio/label agreement (on the written channels, as ``unit`` floats;
-    a group's ``person_vad`` on each person's stem); the first problem is the reject reason."""
+    a group's ``person_vad`` on each person's stem as written, one at a time); the first problem
+    is the reject reason."""
     sr, period = params.sample_rate, params.frame_period_ms
     problems = qa.check_labels(tl, labels, period, params.timing.result_ttl_ms)
     problems += qa.check_group(tl, labels, period)
+    problems += qa.check_long_range(tl, planner_meta or {})
     problems += qa.check_vad(sys_x, labels.sys_vad, sr, period, "sys_vad")
     problems += qa.check_vad(stem_x, labels.usr_vad, sr, period, "usr_vad")
-    for p, x in sorted((person_x or {}).items()):
-        problems += qa.check_vad(x, labels.person_vad[p], sr, period, f"person_vad.{p}")
+    for p, x in sorted((person_pcm or {}).items()):
+        problems += qa.check_vad(unit(x), labels.person_vad[p], sr, period, f"person_vad.{p}")
     problems += qa.check_vad_in_events(tl, labels.sys_vad, ("system",), period, "sys_vad")
     problems += qa.check_vad_in_events(tl, labels.usr_vad, ("user",), period, "usr_vad")
     problems += qa.check_peaks({"user_side": user_x, "system": sys_x})

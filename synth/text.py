@@ -12,7 +12,7 @@ import re
 
 from .schema.plan import PlannedWord, join_words, strip_unspeakable
 
-__all__ = ["tokenize", "join_words", "word_count", "CJK", "HAN", "HAN_RANGES", "CJK_RANGES"]
+__all__ = ["tokenize", "join_words", "word_count", "says", "CJK", "HAN", "HAN_RANGES", "CJK_RANGES"]
 
 HAN_RANGES = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # CJK ideographs: extension A, unified, compatibility
 CJK_RANGES = "\u3000-\u303f" + HAN_RANGES + "\uff00-\uffef"  # ... with CJK and full-width punctuation
@@ -50,3 +50,14 @@ def tokenize(text: str) -> list[PlannedWord]:
 
 def word_count(text: str) -> int:
     return len(tokenize(text))
+
+
+def says(text: str, value: str) -> bool:
+    """Whether a line says a slot value (long-range references): an English value as whole words
+    ("eight" is not in "eighteen"), any other compared without spaces (Chinese is written
+    without them, and the words of a mixed line are joined with or without)."""
+    if value.isascii():
+        words = " ".join(re.sub(r"[^\w']+", " ", text.lower()).split())
+        return re.search(rf"(?<![a-z0-9']){re.escape(' '.join(value.lower().split()))}(?![a-z0-9'])", words) is not None
+    return "".join(value.lower().split()) in "".join(text.lower().split())
+

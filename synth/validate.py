@@ -54,6 +54,7 @@ def validate_record(rec: SessionRecord, user: bytes, system: bytes, ttl_ms: floa
                          addressed=rec.addressed, person_vad=rec.person_vad)
     bad = qa.check_labels(tl, labels, period_ms, ttl_ms)
     bad += qa.check_group(tl, labels, period_ms)
+    bad += qa.check_long_range(tl, rec.planner_meta)
     bad += check_backend_frames(rec, period_ms)
     bad += check_hits(rec)
     u, sr_u = _decode(user)

@@ -450,7 +450,7 @@ DYADIC = sorted(p for p in REGISTRY if REGISTRY[p].family != "group")  # the gro
 
 def test_every_registry_item_has_a_check_and_a_family():
     assert set(CHECKS) == set(DYADIC) and len(DYADIC) == 45 and len(FAMILIES) == 9
-    assert len(REGISTRY) == 51 and {REGISTRY[p].family for p in set(REGISTRY) - set(DYADIC)} == {"group"}
+    assert len(REGISTRY) == 52 and {REGISTRY[p].family for p in set(REGISTRY) - set(DYADIC)} == {"group"}
     assert all(p.relation and p.law and p.expected and p.definition for p in REGISTRY.values())
 
 
@@ -547,7 +547,8 @@ def test_all_five_code_switching_forms_come_from_the_en_zh_seeds():
 
 def test_every_phenomenon_is_requested_by_an_english_and_a_mandarin_seed():
     asked: dict[str, set[str]] = {}
-    for path in sorted([*(ROOT / "scenario_seeds").glob("*.yaml"), *(ROOT / "scenario_seeds" / "groups").glob("*.yaml")]):
+    groups = ROOT / "scenario_seeds" / "groups"
+    for path in sorted([*(ROOT / "scenario_seeds").glob("*.yaml"), *groups.glob("*.yaml"), *groups.glob("long/*.yaml")]):
         seed = load_seed(path)
         ScriptedPlanner().check_seed(seed, str(path))
         for pid, rate in seed.rates.items():

@@ -24,7 +24,13 @@ order, a recipe cooked with children) with its slots, drawn once per session lik
   with one of the scene's requests (``{request}``, lower-cased when it follows);
 - ``closing`` (optional): how someone ends the session (``user``) and the assistant's goodbye
   (``system``) in this place ("good luck with the exam" in a study group, not "have a good
-  trip"); without it the planner's generic goodbyes are used.
+  trip"); without it the planner's generic goodbyes are used;
+- ``recall`` (optional; long sessions, README "Long group sessions"): someone asks the assistant,
+  minutes later, for values the group settled in this scene (``user``), and it answers with them
+  (``system``); the slots the ``system`` lines use (the same in each) are the values it refers
+  back to, so each must have been said before (the long planner checks that, and ``synth
+  validate`` again); a unit whose answers use an ``option_*`` slot is about the group's choice
+  and is drawn only after the scene's decision.
 
 Text rules (checked by ``python -m synth.backends.group_content FILE``): every field used must be
 a slot of the scene or one the planner fills (``{a} {b} {c} {system} {asker} {request}``); the
@@ -90,6 +96,22 @@ class GroupRequest(Model):
     ask_back: AskBack | None = None
 
 
+class Recall(Model):
+    """A late question about values settled earlier in the scene, and answers that give them."""
+
+    user: list[str] = Field(min_length=2)
+    system: list[str] = Field(min_length=2)
+
+    @field_validator("system")
+    @classmethod
+    def _same_values(cls, v):
+        """Every answer gives the same values (the ones the planner checks were said before)."""
+        named = {frozenset(fields(t) - PLANNER_FIELDS) for t in v}
+        if len(named) != 1 or not next(iter(named)):
+            raise ValueError(f"a recall's system lines name the same slots, at least one (got {sorted(map(sorted, named))})")
+        return v
+
+
 class Decision(Model):
     ask: list[str] = Field(min_length=1)
     discuss: list[Chat] = Field(min_length=1)
@@ -117,6 +139,7 @@ class Scene(Model):
     decision: Decision | None = None
     wake: list[str] = Field(default_factory=list)
     closing: Closing | None = None
+    recall: list[Recall] = Field(default_factory=list)
 
     @field_validator("chats")
     @classmethod

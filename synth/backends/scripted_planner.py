@@ -32,6 +32,7 @@ from .content import BUILTIN, Library
 from .frames import Unit, fields, fill
 from .group_content import group_block
 from .group_planner import GroupBuilder
+from .long_group import LongGroupBuilder, check_long_seed
 from .script import Script, Task, join_lines, tasks_of
 
 __all__ = ["ScriptedPlanner", "tokenize", "SUPPORTED"]
@@ -42,7 +43,7 @@ deferred result) decided by the clock from the plan's request and the drawn time
 
 GROUP_SUPPORTED = {"human_exchange", "request_by_other_person", "answer_for_other", "people_overlap",
                    "name_in_human_exchange", "group_decision_wait", "smooth_exchange", "system_question_back",
-                   "closing_sequence"} | {p for p, ph in REGISTRY.items() if ph.family in ("nonverbal",)}
+                   "closing_sequence", "long_range_reference"} | {p for p, ph in REGISTRY.items() if ph.family in ("nonverbal",)}
 """What a group session realises (plus the paralinguistic pass's sounds; see ``group_planner``)."""
 
 # answer variants: one of those whose rate fires (and whose content exists) is realised per answer
@@ -95,7 +96,8 @@ class ScriptedPlanner:
 
     def plan(self, seed: ScenarioSeed, session_id: str, rng: np.random.Generator) -> Plan:
         if seed.is_group:
-            return GroupBuilder(seed, session_id, rng).build()
+            builder = GroupBuilder if seed.long_form is None else LongGroupBuilder
+            return builder(seed, session_id, rng).build()
         return _Builder(seed, session_id, rng, self.content).build()
 
 
@@ -110,6 +112,8 @@ def _check_group_seed(seed: ScenarioSeed, where: str) -> None:
         if rate > 0 and pid not in GROUP_SUPPORTED:
             raise UserError(f"{where}phenomena.{pid}: not realised in group sessions by the scripted planner "
                             f"(got rate {rate}); realised: {', '.join(sorted(GROUP_SUPPORTED))}")
+    if seed.long_form is not None:
+        check_long_seed(seed, where)
 
 
 

@@ -125,6 +125,8 @@ _FAMILIES: dict[str, list[tuple[str, str, str, str, str]]] = {
          USER_GAP, "answer the one who called, after their turn"),
         ("group_decision_wait", "the system asks the group and waits while they decide", _R, USER_GAP,
          "listen through the discussion; TAKE after the decision is said to it"),
+        ("long_range_reference", "minutes later, someone asks the system for a value the group settled early",
+         _R, SYS_GAP, "answer the asker with the value said earlier (README \"Long group sessions\")"),
     ],
     "delegation": [
         ("delegate_with_ack", "spoken acknowledgement, then a private delegate span", "delegates_for",

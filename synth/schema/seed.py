@@ -17,7 +17,7 @@ MAX_EXCHANGES = 120
 
 THIRD_PARTY_PHENOMENA = ("user_to_third_party", "third_party_to_user", "readdress_after_side_talk")
 GROUP_PHENOMENA = ("human_exchange", "request_by_other_person", "answer_for_other", "people_overlap",
-                   "name_in_human_exchange", "group_decision_wait")
+                   "name_in_human_exchange", "group_decision_wait", "long_range_reference")
 
 
 class Persona(Model):
@@ -60,6 +60,22 @@ class Person(Persona):
         return self.id or "-".join(self.name.lower().split())
 
 
+LONG_MINUTES = (5.0, 60.0)
+"""Bounds of a long group session's target length (README "Long group sessions")."""
+
+
+class LongForm(Model):
+    """A long group session: planned to ``minutes`` of estimated speech (not an exchange count),
+    chaining the group scenes of the seed's domain and of ``more_domains`` in chapters, with
+    references back to values settled in the first chapter (``long_range_reference``)."""
+
+    minutes: bounded(*LONG_MINUTES) = Uniform(a=20.0, b=30.0)
+    more_domains: list[Slug] = Field(default_factory=list, max_length=8,
+                                     description="further domains whose group scenes later chapters use")
+    scenes: list[Slug] = Field(default_factory=list, max_length=64,
+                               description="only these scene ids (of the domain and more_domains); empty: all")
+
+
 class Tool(Model):
     name: Slug
     description: str
@@ -76,6 +92,7 @@ class ScenarioSeed(Model):
     people: list[Person] = Field(default_factory=list, description="a group on the user side (2-4 people)")
     goals: list[str] = Field(min_length=1)
     exchanges: bounded(1, MAX_EXCHANGES, integer=True) = Fixed(value=5)
+    long_form: LongForm | None = Field(default=None, description="group seeds: a long session (minutes, chapters)")
     phenomena: dict[str, float] = Field(default_factory=dict, description="rates by phenomenon id or family name")
     tools: list[Tool] = Field(default_factory=list)
     environment: AcousticEnvironment = AcousticEnvironment()
@@ -136,6 +153,10 @@ class ScenarioSeed(Model):
             group = [p for p in GROUP_PHENOMENA if self.rates.get(p, 0) > 0]
             if group:
                 raise ValueError(f"phenomena: {group[0]!r} needs a group, but people is not set")
+        if self.long_form is not None and not self.people:
+            raise ValueError("long_form: a long session of chapters needs a group, but people is not set")
+        if self.people and self.rates.get("long_range_reference", 0) > 0 and self.long_form is None:
+            raise ValueError("phenomena: 'long_range_reference' needs long_form (a long group session)")
         if self.personas.third_party is None and not self.people:
             named = [p for p in THIRD_PARTY_PHENOMENA if self.phenomena.get(p, 0) > 0]
             if named:

@@ -92,6 +92,43 @@ def addressee_faults(events) -> list[str]:
     return bad
 
 
+def _spoken(tl_by_id: dict, eid: str) -> str:
+    """What an event's turn said of its own words: the pieces the paralinguistic pass split it into
+    (``continues`` links back, same act), fillers and other added sounds left out."""
+    e = tl_by_id[eid]
+    pieces = [e]
+    while pieces[0].relation == "continues" and pieces[0].attach_to in tl_by_id:
+        pieces.insert(0, tl_by_id[pieces[0].attach_to])
+    return " ".join(p.text for p in pieces if p.act == e.act)
+
+
+def check_long_range(tl: Timeline, planner_meta: dict) -> list[str]:
+    """Long group sessions (``planner_meta.long_range``): every value a late answer refers back to
+    was said, in the event the plan names, before the question that asked for it, and the answer
+    says it."""
+    from ..text import says
+
+    refs = planner_meta.get("long_range") or []
+    if not refs:
+        return []
+    by_id = {e.id: e for e in tl.events}
+    bad = []
+    for r in refs:
+        ask, ans = by_id.get(r.get("ask")), by_id.get(r.get("answer"))
+        if ask is None or ans is None or not r.get("values"):
+            bad.append(f"long_range_missing:{r.get('answer')}")
+            continue
+        for slot, value in sorted(r["values"].items()):
+            said = by_id.get((r.get("said") or {}).get(slot))
+            if said is None or not says(_spoken(by_id, said.id), value):
+                bad.append(f"long_range_not_said_before:{ans.id}:{slot}")
+            elif said.on_sample >= ask.on_sample:
+                bad.append(f"long_range_said_after:{ans.id}:{slot}")
+            if not says(ans.text, value):
+                bad.append(f"long_range_answer_lacks:{ans.id}:{slot}")
+    return bad
+
+
 _NEXT = {"QUEUED": {"RUNNING", "CANCELLING"}, "RUNNING": {"COMPLETED", "FAILED", "CANCELLING"},
          "COMPLETED": {"DELIVERING", "CANCELLING"}, "FAILED": {"DELIVERING", "CANCELLING"},
          "DELIVERING": {"DELIVERED"}, "CANCELLING": {"CANCELLED"}, "DELIVERED": set(), "CANCELLED": set()}
