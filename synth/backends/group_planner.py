@@ -182,8 +182,7 @@ class GroupBuilder:
         """A chat the seed's people can say, not used yet in this session (all again once every
         one was used)."""
         fits = [i for i, c in enumerate(self.scene.chats) if self._cast(c.by) is not None]
-        if not self.chats:
-            self.chats.extend(fits)
+        self.chats[:] = [i for i in self.chats if i in fits] or fits  # a pool made elsewhere may hold any chat
         return self.chats.pop(int(self.rng.integers(len(self.chats))))
 
     def _cast(self, by) -> tuple[list[str], list[str]] | None:

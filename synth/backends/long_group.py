@@ -149,7 +149,7 @@ class LongGroupBuilder(GroupBuilder):
     def use(self, st: _SceneState) -> None:
         """Make ``st`` the scene the skeleton draws from (the base builder reads these fields)."""
         self.state, self.scene, self.values = st, st.scene, st.values
-        self.requests, self.chats = st.requests, st.chats
+        self.requests, self.chats, self.asked = st.requests, st.chats, st.asked
 
     def enter(self, st: _SceneState) -> None:
         """A new chapter on ``st``."""
