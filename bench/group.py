@@ -105,6 +105,8 @@ def vad_scores(out: Path, sessions) -> dict:
             same = rerender_from_run(out, s.record.session_id, tmp)
             identical += all(same.values())
             for p, stem in sorted(captured["stems"].items()):
+                if np.issubdtype(stem.dtype, np.integer):  # stems as written (int16) since the leaner group mix
+                    stem = stem.astype(np.float32) / 32768.0
                 voiced, silent = speech_frames(stem, captured["sr"], captured["period"])
                 hyp = np.zeros(len(voiced), bool)
                 lab = np.asarray(s.record.person_vad[p], bool)[: len(hyp)]
