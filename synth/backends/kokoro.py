@@ -48,7 +48,7 @@ POOL_PREFIX = "pool-"
 
 def shrinking_run_options(ort):
     """``RunOptions`` that give the CPU arena's free regions back after each call. The arena
-    otherwise keeps what the longest line of the run needed (~23 MB per second of audio) for the
+    otherwise keeps what the longest line of the run needed (~16 MB per second of audio) for the
     worker's life; returning it costs a few ``malloc`` per call and changes no output."""
     run_options = ort.RunOptions()
     run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
