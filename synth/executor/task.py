@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 
 from ..io.store import Store
+from .heap import return_big_blocks
 from .stop import check_stop
 from ..io.shards import ShardWriter, file_proof, proof_problems, remove_stale_temporaries, shard_name
 from ..banks.bank import Bank
@@ -68,6 +69,7 @@ def run_task(spec: RunSpec, rank: int) -> TaskStats:
     from ..rng import stream
     from ..session import Timer
 
+    return_big_blocks()  # freed tracks and model outputs go back to the kernel: peak RSS per worker
     t_start, cpu_start = time.perf_counter(), time.process_time()
     cfg = spec.config
     out = Store(spec.out_dir)

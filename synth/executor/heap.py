@@ -1,0 +1,44 @@
+"""glibc's malloc, told to hand big freed blocks back to the kernel: a worker's peak RSS.
+
+A worker makes sessions one after another; each allocates buffers of many MB (tracks, room
+responses, mixes, onnxruntime's outputs) and frees them. glibc serves a block over its mmap
+threshold with its own ``mmap`` and unmaps it on ``free``, but the threshold is *dynamic*: each
+freed mmapped block raises it to that block's size (up to 32 MiB on 64-bit), after which blocks
+of that size come from the heap arenas, whose freed memory is mostly kept. Setting the threshold
+once fixes it (and turns the dynamic raise off), so every block of ``MMAP_THRESHOLD`` or more is
+returned when freed. Memory only; the bytes a worker computes do not change.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import platform
+import sys
+
+M_MMAP_THRESHOLD = -3  # mallopt parameter, <malloc.h>
+MMAP_THRESHOLD = 1 << 20  # 1 MiB: an audio second at 24 kHz float32 is 94 kB; buffers above this are rare and big
+
+_SET: dict[str, bool] = {}
+
+
+def glibc() -> bool:
+    """Is this process's C library glibc (mallopt with glibc's parameter numbers)?"""
+    return sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
+
+
+def return_big_blocks(threshold: int = MMAP_THRESHOLD) -> bool:
+    """Fix glibc's mmap threshold at ``threshold`` bytes in this process, once; True when it
+    is set (now or by an earlier call), False where the C library is not glibc or refused."""
+    if not 128 * 1024 <= threshold <= 32 * 1024 * 1024:  # glibc's own bounds: 128 kB default, 32 MiB max
+        raise ValueError(f"mmap threshold must be 128 KiB..32 MiB (got {threshold})")
+    if threshold in _SET:
+        return _SET[threshold]
+    ok = False
+    if glibc():
+        try:
+            ok = ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, threshold) == 1
+        except (OSError, AttributeError):
+            ok = False
+    _SET.clear()
+    _SET[threshold] = ok
+    return ok
