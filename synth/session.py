@@ -22,7 +22,7 @@ from .backends.tts import TTSEngine, Voice
 from .audio import quantize
 from .banks.bank import Bank
 from .errors import SessionReject
-from .executor.limits import return_freed_audio
+from .executor.heap import return_big_blocks
 from .persona import system_prompt, voice_prompt_text
 from .rng import stream
 from .schema.common import CHANNEL_ORDER
@@ -189,7 +189,7 @@ def render_session(spec: RenderSpec, scene: Scene, run_seed: int, tts: TTSEngine
     ``scene.asr``) is not given: a re-render from a record renders the voices the gate kept,
     which the spec holds."""
     t0 = timer.start()
-    return_freed_audio()
+    return_big_blocks()  # freed event audio and tracks go back to the kernel (synth/executor/heap.py)
     rp = params or spec.params
     plan = spec.plan
     sr, period = rp.sample_rate, rp.frame_period_ms

@@ -16,7 +16,10 @@ import platform
 import sys
 
 M_MMAP_THRESHOLD = -3  # mallopt parameter, <malloc.h>
-MMAP_THRESHOLD = 1 << 20  # 1 MiB: an audio second at 24 kHz float32 is 94 kB; buffers above this are rare and big
+MMAP_THRESHOLD = 128 * 1024
+"""glibc's initial threshold, held fixed: an event's audio (a few seconds, 100 kB-1 MB) goes back to the
+kernel once the mix has consumed it (a 35-minute group session's peak fell by ~120 MB with it,
+bench/long_group_results_2026-12-06.txt)."""
 
 _SET: dict[str, bool] = {}
 

@@ -3,10 +3,7 @@ limit, and the advice is to raise it (a rerun under the same limit fails the sam
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import resource
-from functools import lru_cache
 
 # what running out of memory looks like once it has become an exception's text: Python's own,
 # the dynamic loader's (a library that cannot be mapped), the C library's and C++'s
@@ -30,25 +27,4 @@ def memory_advice() -> str:
     where = f" under the address-space limit of {mb} MB (ulimit -v)" if mb is not None else ""
     return (f"out of memory{where}; a rerun under the same limit fails the same way: raise the limit "
             "or run fewer workers (executor.workers)")
-
-
-MMAP_THRESHOLD = 128 * 1024
-"""Bytes from which glibc gives an allocation its own mapping (its initial default, held fixed)."""
-
-
-@lru_cache(maxsize=1)
-def return_freed_audio() -> bool:
-    """Keep glibc's mmap threshold at 128 KiB, so that a freed event's audio goes back to the
-    system at once. Left to itself glibc raises the threshold after the first large free, and the
-    per-event arrays of a long session then sit in the heap after the mix has consumed them:
-    ~150 MB of a 35-minute session's peak RSS (README "Long group sessions"). Once per process;
-    False where the C library is not glibc (nothing is changed there)."""
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name) if name else None
-        mallopt = getattr(libc, "mallopt", None)
-    except OSError:
-        return False
-    M_MMAP_THRESHOLD = -3
-    return bool(mallopt is not None and mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1)
 
