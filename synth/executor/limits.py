@@ -27,4 +27,3 @@ def memory_advice() -> str:
     where = f" under the address-space limit of {mb} MB (ulimit -v)" if mb is not None else ""
     return (f"out of memory{where}; a rerun under the same limit fails the same way: raise the limit "
             "or run fewer workers (executor.workers)")
-
