@@ -149,3 +149,17 @@ class Replay:
                              completion_tokens=len(content) // 4)
         self.missing = str(self.folder / f"{index:02d}.reply.json")
         return Reply(status=401)  # stops the planner at once (no retry, no fallback)
+
+
+def respond_from(replays: list[Replay]) -> Callable[[dict, int], Reply]:
+    """A responder for several sessions' cases at once: each request is answered by the case and
+    turn whose recorded request it is, byte for byte; an unknown request is a 400."""
+    def respond(body: dict, i: int) -> Reply:
+        text = json.dumps(body, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
+        for rep in replays:
+            for f in sorted(rep.folder.glob("*.request.json")):
+                if f.read_text("utf-8") == text:
+                    return rep(body, int(f.name[:2]))
+        return Reply(status=400)
+
+    return respond

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from chat_server import ChatServer, Replay, Reply
+from chat_server import ChatServer, Replay, Reply, respond_from
 from synth.backends.llm import LLMPlanner
 from synth.backends.llm.group import LLMGroupPlan
 from synth.backends.llm.prompt import GROUP_EXAMPLES, draw_brief, examples, plan_system_prompt
@@ -167,13 +167,7 @@ def test_group_plans_render_through_synth_run_and_validate(tmp_path):
     folders = [CASES / "plan-group-en", CASES / "plan-group-zh"]  # the run's round-robin order
     replays = [Replay(f) for f in folders]
 
-    def respond(body, i):
-        text = json.dumps(body, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
-        for rep in replays:
-            for f in sorted(rep.folder.glob("*.request.json")):
-                if f.read_text("utf-8") == text:
-                    return rep(body, int(f.name[:2]))
-        return Reply(status=400)
+    respond = respond_from(replays)
 
     pipe = tmp_path / "group-llm.yaml"
     pipe.write_text(yaml.safe_dump({

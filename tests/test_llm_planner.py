@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from chat_server import ChatServer, Replay, Reply
+from chat_server import ChatServer, Replay, Reply, respond_from
 from synth.backends.llm import EndpointError, LLMPlanner
 from synth.backends.llm import budget
 from synth.backends.llm.fill import MARK, build_items, parse_reply
@@ -269,13 +269,7 @@ def test_fill_mode_end_to_end_through_synth_run_and_validate(tmp_path, monkeypat
     monkeypatch.setattr(scripted_planner.ScriptedPlanner, "plan", _patched_structures(_structures(folders)))
     replays = [Replay(f) for f in folders]
 
-    def respond(body, i):  # each session's requests are answered from its own case
-        text = json.dumps(body, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
-        for rep in replays:
-            for f in sorted(rep.folder.glob("*.request.json")):
-                if f.read_text("utf-8") == text:
-                    return rep(body, int(f.name[:2]))
-        return Reply(status=400)
+    respond = respond_from(replays)  # each session's requests are answered from its own case
 
     pipe = tmp_path / "fill.yaml"
     pipe.write_text(yaml.safe_dump({
