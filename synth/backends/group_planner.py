@@ -58,7 +58,7 @@ class GroupBuilder:
         self.events: list[PlannedEvent] = []
         self.counts: dict[str, int] = {}
         self.requests = list(range(len(self.scene.requests)))
-        self.chats = [i for i, c in enumerate(self.scene.chats) if self._cast(c.by) is not None]
+        self.chats: list[int] = []  # filled by _take_chat with the chats this group can say
         self.asked: set[int] = set()
         self.log: dict = {"scene": self.scene.id, "values": dict(self.values), "requests": []}
 
