@@ -58,6 +58,28 @@ def _wait_for(pred, timeout=180.0, step=0.05):
     return False
 
 
+def _pids(out: Path) -> list[int]:
+    return [json.loads(m.read_text())["pid"] for m in sorted((out / "tasks").glob("*.done.json"))]
+
+
+def test_process_per_task_and_start_methods_give_the_same_bytes(reference, tmp_path):
+    """``process_per_task`` runs every task in a new process, even with one worker (its memory
+    goes back when the task ends); fork and forkserver workers write the same bytes as the driver."""
+    _, ref = reference
+    assert len(set(_pids(ref))) == 1  # one worker: the driver made every task
+    fresh = tmp_path / "fresh"
+    synth("run", pipeline(tmp_path, name="k", executor={"workers": 1, "process_per_task": True}), "--out", fresh)
+    pids = _pids(fresh)
+    assert len(pids) == 3 and len(set(pids)) == 3, pids
+    assert listing(fresh) == listing(ref)
+    forked = tmp_path / "forked"
+    synth("run", pipeline(tmp_path, name="k", executor={"workers": 2, "start_method": "fork"}), "--out", forked)
+    assert len(set(_pids(forked))) <= 2 and listing(forked) == listing(ref)
+    bad = synth("run", pipeline(tmp_path, name="k", executor={"process_per_task": True, "start_method": "fork"}),
+                "--out", tmp_path / "bad", check=False)
+    assert bad.returncode != 0 and "process_per_task" in bad.stderr + bad.stdout
+
+
 def test_driver_sigkill_then_rerun_gives_the_same_bytes(reference, tmp_path):
     tmp, ref = reference
     out = tmp_path / "out"

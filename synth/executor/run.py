@@ -215,13 +215,14 @@ def execute(spec: RunSpec, kind: str, workers: int, ray_address: str | None = No
         return failed
     from .task import release_process_tts
 
-    if kind == "ray" or workers > 1:
+    in_driver = kind != "ray" and workers <= 1 and not spec.config.executor.process_per_task
+    if not in_driver:
         release_process_tts()  # the driver's checked engine: workers load their own
     if kind == "ray":
         from .ray_executor import run_ray
 
         return run_ray(spec, ranks, workers, ray_address, spec.config.executor, done)
-    if workers <= 1:
+    if in_driver:
         for r in ranks:
             try:
                 done(run_task(spec, r))
@@ -243,10 +244,15 @@ def _pool_round(spec: RunSpec, ranks: list[int], workers: int, done, failed: dic
     from concurrent.futures import as_completed
     from concurrent.futures.process import BrokenProcessPool
 
-    ctx = multiprocessing.get_context()
+    ex = spec.config.executor
+    # forkserver (the default): workers are forked from a lean server process, not from the driver,
+    # so none holds the driver's pages (its imports, the checked TTS engine, the bank probe): a
+    # worker's RSS is what its own tasks use. process_per_task: a new process for every task
+    ctx = multiprocessing.get_context(ex.start_method)
     started = ctx.SimpleQueue()
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_signals,
-                               initargs=(os.getpid(), started))
+                               initargs=(os.getpid(), started),
+                               max_tasks_per_child=1 if ex.process_per_task else None)
     broken: list[int] = []
     procs: dict[int, object] = {}  # every worker process the pool had, to read how each ended
     try:
@@ -332,8 +338,22 @@ def _die_with(driver_pid: int | None, sig: int) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, int(sig), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         return
-    if driver_pid is not None and os.getppid() != driver_pid:  # the driver died before prctl
+    if driver_pid is not None and driver_pid not in _ancestors(2):  # the driver died before prctl
         os._exit(128 + int(sig))
+
+
+def _ancestors(depth: int) -> list[int]:
+    """This process's parent, its parent's parent, ... (``depth`` of them): a forkserver's worker
+    has the fork server between it and the driver."""
+    out, pid = [], os.getpid()
+    for _ in range(depth):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return out + [os.getppid()] if not out else out
+        pid = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state: ppid
+        out.append(pid)
+    return out
 
 
 _STARTED: dict = {"queue": None}  # a pool worker says which task it starts (pid, rank): the driver names a killed one's

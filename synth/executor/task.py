@@ -95,6 +95,7 @@ def run_task(spec: RunSpec, rank: int) -> TaskStats:
         rank=rank, sessions=writer.count, rejects=len(rejects), audio_s=round(audio_s, 3),
         wall_s=round(time.perf_counter() - t_start, 3), cpu_s=round(time.process_time() - cpu_start, 3),
         peak_rss_mb=round(peak_rss_mb(), 1),
+        pid=os.getpid(),
         stage_s={k: round(v, 3) for k, v in sorted(timer.stages.items())},
         stage_cpu_s={k: round(v, 3) for k, v in sorted(timer.cpu_stages.items())},
         rejects_by_reason=dict(sorted(by_reason.items())),

@@ -98,10 +98,11 @@ class KokoroConfig(_NeuralVoices):
     # defaults measured with the ASR gate (README, "ASR round-trip gate"): runs + misaki are the most
     # intelligible code-switched speech of the four variants
     code_switch: Literal["whole", "runs"] = Field(default="runs", description="one model call per line, or per language run")
-    # float32 by default (bench/tts.py, README "Speed"): the same graph on every CPU and on CUDA; the
-    # int8 graph is ~5 % faster only on CPUs with VNNI and 3-5x slower on AVX2-only ones
+    # auto by default (bench/tts.py, README "Performance"): where the CPU has VNNI the shipped int8
+    # graph is as fast (Xeon) or 15-25 % faster (AMD EPYC) than float32 and ~50 MB smaller per
+    # worker; without VNNI (int8 3-5x slower on AVX2-only EPYCs, issue 28) the float32 graph runs
     precision: Literal["float32", "int8", "auto"] = Field(
-        default="float32", description="float32: the int8 model's weights dequantized into a float graph (made once, "
+        default="auto", description="float32: the int8 model's weights dequantized into a float graph (made once, "
                                        "cached); int8: the model as shipped; auto: int8 where the CPU has VNNI")
     english_g2p: Literal["espeak", "misaki"] = Field(default="misaki", description="English phonemes: misaki's lexicon (eSpeak for words it lacks) or eSpeak IPA")
 
@@ -352,6 +353,20 @@ class ExecutorConfig(Model):
     cpus_per_task: float = Field(default=1, gt=0, le=256, description="Ray CPUs per task (a node has at most a few hundred)")
     gpus_per_task: float = Field(default=0, ge=0, le=16, description="for a GPU TTS engine (a node has at most 16 GPUs)")
     max_retries: int = Field(default=3, ge=0, le=20, description="Ray retries of a task whose worker died")
+    start_method: Literal["forkserver", "fork", "spawn"] = Field(
+        default="forkserver", description="how local worker processes start: forkserver (a lean process "
+                                          "forks each worker: it holds none of the driver's memory), fork "
+                                          "(a copy of the driver), spawn (a new interpreter)")
+    process_per_task: bool = Field(
+        default=False, description="a new worker process for every task, even with one worker: all of a "
+                                   "task's memory goes back when it ends (long sessions, 1 session per shard)")
+
+    @model_validator(mode="after")
+    def _fresh_needs_no_fork(self):
+        if self.process_per_task and self.start_method == "fork":
+            raise ValueError("process_per_task needs start_method forkserver or spawn "
+                             "(Python's pool cannot replace forked workers per task)")
+        return self
 
 
 class OutputConfig(Model):

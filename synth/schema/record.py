@@ -199,6 +199,7 @@ class TaskStats(Model):
     wall_s: float = 0.0
     cpu_s: float = Field(default=0.0, description="CPU seconds of the task's process, engine loading included")
     peak_rss_mb: float = 0.0
+    pid: int = Field(default=0, ge=0, description="the process that ran the task (0: not recorded)")
     stage_s: dict[str, float] = Field(default_factory=dict, description="wall seconds per stage")
     stage_cpu_s: dict[str, float] = Field(default_factory=dict, description="CPU seconds per stage")
     rejects_by_reason: dict[str, int] = Field(default_factory=dict)
