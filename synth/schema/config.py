@@ -98,11 +98,11 @@ class KokoroConfig(_NeuralVoices):
     # defaults measured with the ASR gate (README, "ASR round-trip gate"): runs + misaki are the most
     # intelligible code-switched speech of the four variants
     code_switch: Literal["whole", "runs"] = Field(default="runs", description="one model call per line, or per language run")
-    # auto by default (bench/tts.py, README "Performance"): where the CPU has VNNI the shipped int8
-    # graph is as fast (Xeon) or 15-25 % faster (AMD EPYC) than float32 and ~50 MB smaller per
-    # worker; without VNNI (int8 3-5x slower on AVX2-only EPYCs, issue 28) the float32 graph runs
+    # float32 by default (README "TTS engines"): one graph on every host, so a run's voices do not
+    # depend on which machines it landed on. auto (int8 where the CPU has VNNI) is faster on some
+    # CPUs: as fast as float32 on a Xeon, 15-25 % faster on an AMD EPYC with VNNI (bench/tts.py)
     precision: Literal["float32", "int8", "auto"] = Field(
-        default="auto", description="float32: the int8 model's weights dequantized into a float graph (made once, "
+        default="float32", description="float32: the int8 model's weights dequantized into a float graph (made once, "
                                        "cached); int8: the model as shipped; auto: int8 where the CPU has VNNI")
     english_g2p: Literal["espeak", "misaki"] = Field(default="misaki", description="English phonemes: misaki's lexicon (eSpeak for words it lacks) or eSpeak IPA")
 
