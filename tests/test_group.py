@@ -40,7 +40,7 @@ def test_every_group_content_file_passes_its_checker():
 def test_a_content_file_with_an_unknown_field_or_digits_is_refused(tmp_path):
     raw = yaml.safe_load((ROOT / "synth" / "data" / "groups" / "navigation.yaml").read_text())
     raw["en"]["scenes"][0]["chats"][0]["lines"][0] = "{b}, shall we stop at {nowhere}?"
-    raw["en"]["scenes"][0]["chats"][1][0] = "{b}, we stop in 5 minutes."
+    raw["en"]["scenes"][0]["chats"][2][0] = "{b}, we stop in 5 minutes."
     bad = tmp_path / "navigation.yaml"
     bad.write_text(yaml.safe_dump(raw, allow_unicode=True))
     problems = "\n".join(check_file(bad))
@@ -83,7 +83,9 @@ def test_group_plans_say_who_speaks_to_whom_and_the_assistant_answers_only_what_
                 if e.speaker == "user":
                     assert e.person in people, e
                     if e.sound is None:
-                        assert e.addressee in people | {"system"} and e.addressee != e.person, e
+                        assert e.addressee in people | {"system", "group"} and e.addressee != e.person, e
+                    if e.addressee == "group":  # a chat opened to everyone: people answer it, not the assistant
+                        assert e.act == "human_talk" and e.floor_intent == "none", e
                     if e.addressee == "system":
                         assert e.person not in silent, e  # a child who never speaks to it does not
                 if e.speaker == "system" and e.relation == "responds_to":
@@ -152,11 +154,40 @@ def test_parent_and_child_chats_go_to_a_child_and_a_parent_and_no_request_is_ask
         assert (opened > 0) == has_child, opened
 
 
+def test_people_talk_to_the_whole_group_in_every_language_and_the_assistant_never_takes_it():
+    """Chats written ``to: group`` open with a line to everyone ("Did anyone pack the charger?",
+    谁要喝水？); a person answers it (or turns to the assistant by name), the assistant never takes
+    the floor on it: the QA rule (``qa.addressee_faults``) holds on the plans."""
+    from collections import Counter
+
+    from synth.stages.qa import addressee_faults
+
+    to_group, answered = Counter(), 0
+    for f in GROUP_SEEDS:
+        seed = ScenarioSeed.model_validate(yaml.safe_load(f.read_text()))
+        for i in range(20):
+            p = plan(seed, i)
+            assert addressee_faults(p.events) == [], (seed.id, i)
+            for e in p.events:
+                if e.speaker == "user" and e.addressee == "group":
+                    to_group[seed.language] += 1
+                    after = [x for x in p.events if x.attach_to == e.id]
+                    assert all(x.speaker == "user" for x in after), (e, after)
+                    answered += any(x.act == "human_talk" and x.addressee == e.person for x in after)
+    assert min(to_group[lang] for lang in ("en", "zh", "en-zh")) >= 20, to_group
+    assert answered >= 0.8 * sum(to_group.values())
+
+
+# Three seeds whose first sessions in this run have lines to the whole group (en, zh, en-zh)
+RENDERED = [ROOT / "scenario_seeds" / "groups" / f"{s}.yaml"
+            for s in ("friends-dinner-en", "meeting-notes-zh", "family-drive-en-zh")]
+
+
 @pytest.fixture(scope="module")
 def group_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("group")
     cfg = yaml.safe_load((ROOT / "pipelines" / "group.yaml").read_text())
-    cfg.update(seeds=[str(f) for f in GROUP_SEEDS], executor={"kind": "local", "workers": 1})
+    cfg.update(seeds=[str(f) for f in RENDERED], executor={"kind": "local", "workers": 1})
     cfg["acoustics"]["banks"] = [{"path": str(ROOT / "noise_banks" / "generated"), "generate": True}]
     pipe = tmp / "group.yaml"
     pipe.write_text(yaml.safe_dump(cfg))
@@ -195,6 +226,8 @@ def test_a_rendered_group_session_has_a_place_a_voice_and_a_vad_per_person(group
         overlapped = {k for e in to_system for k in range(e.on_sample // period, e.off_sample // period + 1)}
         assert others and all(not rec.addressed[k] for e in others
                               for k in range(e.on_sample // period + 1, e.off_sample // period - 1) if k not in overlapped)
+    to_group = [e for rec in recs for e in rec.events if e.speaker == "user" and e.addressee == "group"]
+    assert to_group, "no line to the whole group was rendered: pick RENDERED seeds whose sessions have one"
 
 
 @pytest.mark.slow

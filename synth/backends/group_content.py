@@ -8,14 +8,25 @@ order, a recipe cooked with children) with its slots, drawn once per session lik
 - ``requests``: units asked of the assistant by whoever can address it; each ``user`` line,
   each ``system`` answer; ``ask_back`` (optional): the assistant asks back (``system``), someone
   else answers for the asker (``other``: one person answering or correcting for another), then the
-  answer that uses it (``then``);
+  answer that uses it (``then``). Their order in a session is drawn, within three rules that keep
+  a question from coming after its own answer (README "Group conversations", request order):
+  ``asks`` (optional): the slots whose value answers the question ("how long do they bake for?"
+  asks ``[minutes]``; one is enough where several answer it); once the assistant has said one of
+  them in any line (the timer it set for ``{minutes}``, a decision's confirmation), the unit is
+  not asked, so each of its answers says one. ``opens: true``: a unit that only opens the scene
+  ("we're here to see Dr Patel"), asked as its first request or not at all. And, with no
+  marking: after the group's decision, no unit whose lines name an option the group did not
+  choose (the places to eat, once the group picked one);
 - ``chats``: exchanges between people about the scene (the assistant must not take them), each
   a list of 2-4 lines said in turn by different people; ``{a}`` / ``{b}`` / ``{c}`` are the names of
   the speakers of the first, second and third line, so a line may address the next speaker by name.
   A chat whose lines only fit a parent and a child ("are we nearly there?" / "not yet, another half
   hour") is written ``{by: [child, adult], lines: [...]}``: the first speaker is then a person of the
   seed with ``child: true`` and the second one without (``any`` for either); a group without such
-  people never gets that chat;
+  people never gets that chat. A chat opened to everyone ("did anyone pack the charger?", 谁要喝水？)
+  is written ``{to: group, lines: [...]}``: its first line is addressed to the ``group`` (it names
+  nobody, so no ``{b}``) and the next speaker answers for themselves; the assistant, in the room,
+  does not take it;
 - ``overlaps``: short lines one person says over another's chat line (``{a}`` the one talked over);
 - ``decision``: the assistant asks the group (``ask``), the people discuss (``discuss``: chats
   whose ``{options}`` come from the scene), one of them says the choice to it (``decide``), and it
@@ -64,15 +75,23 @@ Role = Literal["adult", "child", "any"]
 
 class Chat(Model):
     """A chat between two people taking turns; ``by``: who may say the first and the second
-    speaker's lines (a person with ``child: true`` is a child)."""
+    speaker's lines (a person with ``child: true`` is a child); ``to``: whom the first line is
+    addressed to, the next speaker or the whole ``group``."""
 
     by: tuple[Role, Role] = ("any", "any")
+    to: Literal["person", "group"] = "person"
     lines: list[str]
 
     @model_validator(mode="before")
     @classmethod
     def _plain_list(cls, v):
         return {"lines": v} if isinstance(v, list) else v
+
+    @model_validator(mode="after")
+    def _group_names_nobody(self):
+        if self.to == "group" and self.lines and fields(self.lines[0]) & {"b", "c"}:
+            raise ValueError(f"a chat to the group names nobody in its first line (got {self.lines[0]!r})")
+        return self
 
 
 def _two_to_four(chats: list, what: str) -> list:
@@ -91,9 +110,32 @@ class AskBack(Model):
 
 
 class GroupRequest(Model):
+    """A unit asked of the assistant; ``asks``: the slots whose value answers it (not asked once
+    the assistant has said one); ``opens``: asked only as the scene's first request."""
+
     user: list[str] = Field(min_length=2)
     system: list[str] = Field(min_length=2)
     ask_back: AskBack | None = None
+    asks: list[str] = Field(default_factory=list)
+    opens: bool = False
+
+    def answers(self) -> list[str]:
+        """The lines that answer it: each ``system`` line, and the ``then`` lines after an ask-back."""
+        return self.system + (self.ask_back.then if self.ask_back else [])
+
+    def named(self) -> set[str]:
+        """Every field its lines use (the user's, the answers, the ask-back's)."""
+        back = self.ask_back
+        texts = self.user + self.answers() + (back.system + back.other if back else [])
+        return set().union(*(fields(t) for t in texts))
+
+    @model_validator(mode="after")
+    def _answers_say_it(self):
+        """Each answer says one of the values the unit asks for (it is the answer to skip on)."""
+        for t in self.answers() if self.asks else []:
+            if not fields(t) & set(self.asks):
+                raise ValueError(f"an answer of a request with asks {self.asks} says none of them: {t!r}")
+        return self
 
 
 class Recall(Model):
@@ -146,6 +188,18 @@ class Scene(Model):
     def _turns(cls, v):
         return _two_to_four(v, "a chat")
 
+    @model_validator(mode="after")
+    def _asks_are_slots(self):
+        for k, r in enumerate(self.requests):
+            bad = [a for a in r.asks if a not in self.slots]
+            if bad:
+                raise ValueError(f"requests[{k}].asks: {bad[0]!r} is not a slot of scene {self.id!r}")
+        return self
+
+    def options(self) -> set[str]:
+        """The slots a group decision chooses between (``option_a``, ``option_b``, ...)."""
+        return {s for s in self.slots if s.startswith("option")}
+
     @field_validator("slots")
     @classmethod
     def _values(cls, v):
@@ -193,7 +247,7 @@ def speech_problems(block: dict, lang: str) -> list[str]:
         for where, text in _texts({k: v for k, v in scene.items() if k not in ("id", "slots", "topic")},
                                   f"scenes[{scene.get('id')}]"):
             key = where.split(".")[-1].split("[")[0]
-            if key == "by":  # a chat's speaker roles, not speech
+            if key in ("by", "to", "asks"):  # speaker roles, an addressee, slot names: not speech
                 continue
             try:
                 spoken = fill(text, values)

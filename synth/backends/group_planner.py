@@ -6,8 +6,12 @@ slot values, as a frame is for a dyadic session. The skeleton, per exchange, at 
 
 - a request to the assistant by someone who may address it (the first by the seed's first person;
   a later one by another person is ``request_by_other_person``), answered to the one who asked,
-  by name where the answer opens with it;
-- ``human_exchange``: a chat between people, which the assistant does not take; inside it
+  by name where the answer opens with it. The request is drawn among those still ``askable``: not
+  one whose answer the assistant has already said (its ``asks`` slots: no "how long do they bake
+  for?" after "ten minutes on the cookie timer"), an ``opens`` unit only first, and after the
+  group's decision none about an option it dropped;
+- ``human_exchange``: a chat between people (its first line to the ``group`` for a chat written
+  ``to: group``), which the assistant does not take; inside it
   ``people_overlap`` (someone talks over the line before) and ``name_in_human_exchange`` (someone
   calls the assistant by name and asks something: the assistant answers them after their turn);
 - ``answer_for_other``: the assistant asks back and another person answers for the asker;
@@ -26,7 +30,7 @@ import numpy as np
 from ..schema.plan import Plan, PlannedEvent
 from ..schema.seed import ScenarioSeed
 from ..text import tokenize
-from .frames import fill
+from .frames import fields, fill
 from .group_content import GroupBlock, GroupRequest, Scene, group_block
 
 PLANNER_NAME = "scripted-group-v1"
@@ -60,6 +64,10 @@ class GroupBuilder:
         self.requests = list(range(len(self.scene.requests)))
         self.chats: list[int] = []  # filled by _take_chat with the chats this group can say
         self.asked: set[int] = set()
+        self.asks_here = 0  # requests asked in this scene (a long session's chapter)
+        self.told: set[str] = set()  # the scene's slots the assistant has said
+        self.dropped: set[str] = set()  # the options the group did not choose
+        self.saying: set[str] = set()  # the slots the line being made says
         self.log: dict = {"scene": self.scene.id, "values": dict(self.values), "requests": []}
 
     # -- drawing -----------------------------------------------------------------------------
@@ -69,13 +77,32 @@ class GroupBuilder:
     def choose(self, items):
         return items[int(self.rng.integers(len(items)))]
 
-    def take(self, pool: list[int], n: int) -> int:
-        """An index below ``n`` not used yet in this session (all again once every one was used)."""
-        if not pool:
-            pool.extend(range(n))
-        return pool.pop(int(self.rng.integers(len(pool))))
+    def askable(self, i: int) -> bool:
+        """Whether request ``i`` of the scene may be asked now: its answer was not said already
+        (``asks``), an ``opens`` unit only as the scene's first request, and none of its lines
+        names an option the group dropped."""
+        unit = self.scene.requests[i]
+        if unit.opens and (self.asks_here or i in self.asked):
+            return False
+        return not (self.told & set(unit.asks)) and not (self.dropped & unit.named())
+
+    def can_ask(self) -> bool:
+        return any(self.askable(i) for i in self.requests)
+
+    def take_request(self) -> int:
+        """A request of the pool (those not asked yet in this session) that may be asked now."""
+        fits = [i for i in self.requests if self.askable(i)]
+        if not fits:
+            raise RuntimeError(f"{self.session_id}: no request of scene {self.scene.id!r} left to ask")
+        i = fits[int(self.rng.integers(len(fits)))]
+        self.requests.remove(i)
+        self.asked.add(i)
+        self.asks_here += 1
+        return i
 
     def say(self, text: str, **names: str) -> str:
+        """A line with the scene's values filled in (``add`` notes the slots the assistant says)."""
+        self.saying |= {f for f in fields(text) if f in self.values and f not in names}
         return fill(text, {**self.values, "system": self.system_name, "asker": "", "request": "", **names})
 
     def add(self, person: str | None, act: str, text: str, floor: str, relation=None, attach=None,
@@ -89,6 +116,9 @@ class GroupBuilder:
                           relation=relation, attach_to=attach.id if isinstance(attach, PlannedEvent) else attach,
                           words=tokenize(text), phenomena=list(phenomena), person=person, addressee=addressee, **kw)
         self.events.append(ev)
+        if person is None:
+            self.told |= self.saying
+        self.saying = set()
         return ev
 
     def others(self, *not_these: str, addressing: bool = False) -> list[str]:
@@ -100,8 +130,7 @@ class GroupBuilder:
                 ) -> PlannedEvent:
         """``asker`` asks the assistant one of the scene's requests; the answer (or an ask-back
         answered by someone else) follows. Returns the last event."""
-        i = self.take(self.requests, len(self.scene.requests))
-        self.asked.add(i)  # no request twice: build() stops asking when every one was asked
+        i = self.take_request()  # no request twice: build() stops when none is left to ask
         unit: GroupRequest = self.scene.requests[i]
         line = self.say(self.choose(unit.user))
         tags = []
@@ -159,6 +188,7 @@ class GroupBuilder:
             to = speakers[j + 1] if j + 1 < len(speakers) else speakers[j - 1]
             if j == 0:
                 rel = "addresses_other"
+                to = "group" if chat.to == "group" else to
             elif self.scene.overlaps and self.rate("people_overlap") and len(ev.words) >= 4:
                 # someone else talks over the line before, then this line goes on after it
                 over = self.choose(self.others(who, ev.person) or self.others(ev.person))
@@ -174,9 +204,6 @@ class GroupBuilder:
             caller = self.choose(self.others(speakers[-1], addressing=True) or self.addressers)
             return self.request(caller, ev, first=False, via_name=True)
         return ev
-
-    def can_ask(self) -> bool:
-        return len(self.asked) < len(self.scene.requests)
 
     def _take_chat(self) -> int:
         """A chat the seed's people can say, not used yet in this session (all again once every
@@ -228,7 +255,9 @@ class GroupBuilder:
             ev = self.add(who, "human_talk", self.say(line, **names), "none", "responds_to", ev, to,
                           ["human_exchange"] if j == 0 else [])
         teller = self.choose(self.addressers)
-        told = self.add(teller, "decide", self.say(self.choose(d.decide)), "take", "responds_to", ev, "system")
+        choice = self.choose(d.decide)
+        self.dropped |= self.scene.options() - fields(choice)  # in place: a long session's scene keeps it
+        told = self.add(teller, "decide", self.say(choice), "take", "responds_to", ev, "system")
         return self.add(None, "confirm", self.say(self.choose(d.confirm)), "take", "responds_to", told, "group",
                         ["smooth_exchange"])
 
@@ -250,7 +279,7 @@ class GroupBuilder:
                 last = self.chat(last)
                 if last.speaker == "system":
                     continue
-            if not self.can_ask():  # every request of the scene was asked: no question twice
+            if not self.can_ask():  # every request was asked, or its answer was given: no question twice
                 break
             asker = (self.choose(self.others(first_asker, addressing=True) or self.addressers)
                      if self.rate("request_by_other_person") else first_asker)

@@ -9,7 +9,9 @@ skeleton of ``group_planner.GroupBuilder`` until its requests are used up; then 
 A scene keeps its slot values for the whole session, so "the table at half past seven" of the
 first chapter is still half past seven when it comes back. Once every scene was visited, they
 come round again (their pools refill: a request is then asked a second time, in another
-wording where the content has one; ``planner_meta.repeats`` counts them).
+wording where the content has one; ``planner_meta.repeats`` counts them), within the short
+skeleton's request order: a question whose answer the assistant already gave in the session
+(``asks``) is not asked again, nor one about an option the group dropped.
 
 The first chapter settles values early: its group decision is asked after its second request
 at the latest. In the tail, people talk, and then someone asks the assistant to recall what was
@@ -101,6 +103,8 @@ class _SceneState:
         self.chats: list[int] = list(range(len(scene.chats)))
         self.decided = False
         self.asked: set[int] = set()
+        self.told: set[str] = set()  # its slots the assistant has said (request order, as in a short session)
+        self.dropped: set[str] = set()  # its options the group did not choose
 
     @property
     def key(self) -> str:
@@ -150,20 +154,28 @@ class LongGroupBuilder(GroupBuilder):
         """Make ``st`` the scene the skeleton draws from (the base builder reads these fields)."""
         self.state, self.scene, self.values = st, st.scene, st.values
         self.requests, self.chats, self.asked = st.requests, st.chats, st.asked
+        self.told, self.dropped = st.told, st.dropped
 
     def enter(self, st: _SceneState) -> None:
         """A new chapter on ``st``."""
         self.use(st)
+        self.asks_here = 0
         self.log["chapters"].append({"scene": st.scene.id, "domain": st.domain, "values": dict(st.values),
                                      "from_event": len(self.events), "at_min": round(self.elapsed / 60, 2)})
 
-    def take(self, pool: list[int], n: int) -> int:
-        """As the base builder's, counting the requests asked a second time in the session."""
-        i = super().take(pool, n)
-        if pool is self.state.requests:
-            if i in self.state.asked:
-                self.repeats += 1
-            self.state.asked.add(i)
+    def can_ask(self) -> bool:
+        """As the base builder's, over all the scene's requests: its pool fills again."""
+        return any(self.askable(i) for i in range(len(self.scene.requests)))
+
+    def take_request(self) -> int:
+        """As the base builder's; once none of the pool may be asked, the scene's requests come
+        round again (one already asked is counted in ``repeats``)."""
+        if not any(self.askable(i) for i in self.requests):
+            self.requests[:] = range(len(self.scene.requests))
+        before = set(self.asked)
+        i = super().take_request()
+        if i in before:
+            self.repeats += 1
         return i
 
     # -- chapters ----------------------------------------------------------------------------------
@@ -188,6 +200,8 @@ class LongGroupBuilder(GroupBuilder):
                 last = self.chat(last)
                 if last.speaker == "system":
                     continue
+            if not self.can_ask():  # every request left was answered already
+                break
             asker = (self.choose(self.others(self._first_asker(), addressing=True) or self.addressers)
                      if self.rate("request_by_other_person") else self._first_asker())
             last = self.request(asker, last, first=False)
@@ -263,7 +277,7 @@ class LongGroupBuilder(GroupBuilder):
             last = self.chapter(last, opening=turn == 0)
             if self.body_done():
                 break
-        if last.speaker != "system":
+        if last.speaker != "system" and self.can_ask():
             last = self.request(self._first_asker(), last, first=False)
         if self.seed.rates.get("long_range_reference", 0) > 0:
             last = self.tail(last)
