@@ -259,3 +259,23 @@ def test_missing_bank_sound_is_a_reject():
     with pytest.raises(SessionReject) as e:
         render._draw_sound(laugh, None, PipelineConfig(name="x", seeds=["x"]), stream(0, "x"))
     assert e.value.reason == "no_bank_sound:laughter"
+
+
+def test_frame_peaks_reads_long_stems_block_by_block_as_the_padded_copy_did():
+    """``frame_peaks`` (no abs or float64 copy of the stem) gives the peak |x| of every frame, the
+    short last one included, exactly as a zero-padded copy would."""
+    from synth.stages.qa import frame_peaks
+
+    rng = np.random.default_rng(5)
+    for length in (0, 1, 1279, 1280, 1281, 1280 * 900 + 7):
+        x = (rng.standard_normal(length) * 0.1).astype(np.float32)
+        if length > 2000:
+            x[1280 * 3 + 5] = -0.9  # a negative peak
+        n = -(-length // 1280)
+        padded = np.zeros(n * 1280)
+        padded[:length] = np.abs(x)
+        want = padded.reshape(n, 1280).max(axis=1)
+        got = frame_peaks(x, 1280, n, block=1280 * 64)
+        assert np.array_equal(got, want), length
+        if length > 2000:
+            assert got[3] == np.float32(0.9)

@@ -181,20 +181,36 @@ def speech_frames(stem: np.ndarray, sample_rate: int, frame_period_ms: int,
     k = len(pcm) // win
     windows = pcm[: k * win].reshape(k, win)
     # WebRTC's hangover keeps "speech" for a while after it stops: a window without signal is not voiced
-    loud = np.abs(windows).max(axis=1) >= 32768 * 10 ** (VOICED_PEAK_DBFS / 20)
-    # the C call itself: Vad.is_speech only checks the length, and 10 ms windows are ~40k calls a minute
-    process, handle, data = _webrtcvad.process, vad._vad, windows.tobytes()
+    # (|x| as max(max, -min): no copy of the stem; _pcm16 never gives -32768)
+    loud = np.maximum(windows.max(axis=1), -windows.min(axis=1)) >= 32768 * 10 ** (VOICED_PEAK_DBFS / 20)
+    # the C call itself: Vad.is_speech only checks the length, and 10 ms windows are ~40k calls a minute;
+    # it reads the windows through a view of the samples (a 30-minute stem is not copied to bytes)
+    process, handle, data = _webrtcvad.process, vad._vad, memoryview(np.ascontiguousarray(pcm)).cast("B")
     step = 2 * win
     voiced_win = np.array([process(handle, 16000, data[i * step:(i + 1) * step], win) for i in range(k)],
                           dtype=bool) & loud
     frame_of = np.minimum((np.arange(k) * 10) // frame_period_ms, n - 1)
     voiced = np.zeros(n, dtype=bool)
     np.logical_or.at(voiced, frame_of, voiced_win)
-    padded = np.zeros(n * period)
-    padded[: len(stem)] = np.abs(stem)
-    peak = padded.reshape(n, period).max(axis=1)
-    silent = ~voiced & (peak < 10 ** (SILENCE_PEAK_DBFS / 20))
+    silent = ~voiced & (frame_peaks(stem, period, n) < 10 ** (SILENCE_PEAK_DBFS / 20))
     return voiced, silent
+
+
+def frame_peaks(x: np.ndarray, period: int, n: int, block: int = 1 << 20) -> np.ndarray:
+    """The peak ``|x|`` of each of ``n`` frames of ``period`` samples (the last one may be short),
+    read ``block`` samples at a time: no absolute or padded float64 copy of a long stem (a
+    30-minute one made ~350 MB of them per check, the peak of a long group session's QA)."""
+    peak = np.zeros(n)
+    full = min(n, len(x) // period)
+    step = max(1, block // period)
+    for a in range(0, full, step):
+        b = min(full, a + step)
+        rows = np.asarray(x[a * period : b * period]).reshape(b - a, period)
+        peak[a:b] = np.maximum(rows.max(axis=1), -rows.min(axis=1))
+    if full < n and len(x) > full * period:
+        tail = np.asarray(x[full * period :])
+        peak[full] = max(float(tail.max()), -float(tail.min()))
+    return peak
 
 
 def check_vad(stem: np.ndarray, vad: list[int], sample_rate: int, frame_period_ms: int, name: str,
