@@ -353,20 +353,13 @@ class ExecutorConfig(Model):
     cpus_per_task: float = Field(default=1, gt=0, le=256, description="Ray CPUs per task (a node has at most a few hundred)")
     gpus_per_task: float = Field(default=0, ge=0, le=16, description="for a GPU TTS engine (a node has at most 16 GPUs)")
     max_retries: int = Field(default=3, ge=0, le=20, description="Ray retries of a task whose worker died")
-    start_method: Literal["forkserver", "fork", "spawn"] = Field(
-        default="forkserver", description="how local worker processes start: forkserver (a lean process "
-                                          "forks each worker: it holds none of the driver's memory), fork "
-                                          "(a copy of the driver), spawn (a new interpreter)")
+    start_method: Literal["fork", "forkserver", "spawn"] = Field(
+        default="fork", description="how local pool workers start: fork (a copy of the driver; its pages "
+                                    "are shared), forkserver (forked from a lean server process), spawn")
     process_per_task: bool = Field(
         default=False, description="a new worker process for every task, even with one worker: all of a "
-                                   "task's memory goes back when it ends (long sessions, 1 session per shard)")
-
-    @model_validator(mode="after")
-    def _fresh_needs_no_fork(self):
-        if self.process_per_task and self.start_method == "fork":
-            raise ValueError("process_per_task needs start_method forkserver or spawn "
-                             "(Python's pool cannot replace forked workers per task)")
-        return self
+                                   "task's memory goes back when it ends (long sessions, 1 session per "
+                                   "shard); its workers start by forkserver where start_method is fork")
 
 
 class OutputConfig(Model):
