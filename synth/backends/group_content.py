@@ -8,7 +8,9 @@ order, a recipe cooked with children) with its slots, drawn once per session lik
 - ``requests``: units asked of the assistant by whoever can address it; each ``user`` line,
   each ``system`` answer; ``ask_back`` (optional): the assistant asks back (``system``), someone
   else answers for the asker (``other``: one person answering or correcting for another), then the
-  answer that uses it (``then``);
+  answer that uses it (``then``). The first unit opens the scene ("why have we stopped?"): a long
+  session asks it first; a unit about one option names the one the decision lands on, so it still
+  reads right once the group has chosen;
 - ``chats``: exchanges between people about the scene (the assistant must not take them), each
   a list of 2-4 lines said in turn by different people; ``{a}`` / ``{b}`` / ``{c}`` are the names of
   the speakers of the first, second and third line, so a line may address the next speaker by name.
@@ -24,7 +26,7 @@ order, a recipe cooked with children) with its slots, drawn once per session lik
   with one of the scene's requests (``{request}``, lower-cased when it follows);
 - ``closing`` (optional): how someone ends the session (``user``) and the assistant's goodbye
   (``system``) in this place ("good luck with the exam" in a study group, not "have a good
-  trip"); without it the planner's generic goodbyes are used;
+  trip"; a long session uses its opening scene's); without it the planner's generic goodbyes are used;
 - ``recall`` (optional; long sessions, README "Long group sessions"): someone asks the assistant,
   minutes later, for values the group settled in this scene (``user``), and it answers with them
   (``system``); the slots the ``system`` lines use (the same in each) are the values it refers
