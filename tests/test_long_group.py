@@ -2,6 +2,7 @@
 references back to values the group settled in the first ones. Plans only (a render of one is
 bench/long_session.py --pipeline pipelines/long-group.yaml)."""
 
+from collections import Counter
 from functools import lru_cache
 
 import numpy as np
@@ -13,6 +14,7 @@ from synth.backends.group_content import Recall
 from synth.backends.scripted_planner import ScriptedPlanner
 from synth.errors import UserError
 from synth.io.config_files import load_seed
+from synth.schema.dist import Fixed
 from synth.schema.seed import ScenarioSeed
 from synth.schema.timeline import PlacedEvent, Timeline
 from synth.stages.paraling import decorate
@@ -84,6 +86,24 @@ def test_a_long_plan_says_who_speaks_to_whom(path):
                 assert by_id[e.attach_to].addressee == "system", (e, by_id[e.attach_to])
                 assert e.addressee == "group" or e.addressee in asked, e
     assert len(asked) >= 2 and plan == long_plan.__wrapped__(str(path), 0)[1]  # same generator, same plan
+
+
+@pytest.mark.parametrize("path", LONG_SEEDS, ids=lambda p: p.stem)
+def test_a_30_minute_plan_asks_no_request_three_times(path):
+    """The group content lasts the longest target: at 30 minutes no request of a scene is asked a
+    third time, and at most 25 a second time (bench/long_group_repeats.py); a scene's first visit
+    opens with its first request."""
+    seed = load_seed(str(path))
+    seed = seed.model_copy(update={"long_form": seed.long_form.model_copy(update={"minutes": Fixed(value=30)})})
+    for i in range(3):
+        meta = ScriptedPlanner().plan(seed, f"lg30-{i:06d}", np.random.default_rng(i)).planner_meta
+        asked = Counter((r["scene"], r["unit"]) for r in meta["requests"])
+        assert max(asked.values()) <= 2, asked.most_common(3)
+        assert meta["repeats"] == sum(n - 1 for n in asked.values()) <= 25, meta["repeats"]
+        first = {}
+        for r in meta["requests"]:
+            first.setdefault(r["scene"], r["unit"])
+        assert set(first.values()) == {0}, first
 
 
 def test_the_reference_survives_the_paralinguistic_pass():
