@@ -135,6 +135,7 @@ class LongGroupBuilder(GroupBuilder):
         self.at: dict[str, float] = {}  # event id -> estimated start (s)
         self.repeats = 0
         self.here: set[int] = set()  # the requests asked in the current chapter
+        self.tailing = False  # the tail has begun: no more requests
         self.worded: dict[str, int] = {}  # a request line's wording -> times said in the session
         self.pending: dict[tuple[str, str], str] = {}  # (scene key, slot) -> value filled into the next event
         self.filled: dict[str, dict[tuple[str, str], str]] = {}  # event id -> the slots its line said
@@ -187,8 +188,9 @@ class LongGroupBuilder(GroupBuilder):
         return i not in self.here and super().askable(i)
 
     def can_ask(self) -> bool:
-        """As the base builder's, over all the scene's requests: its pool fills again."""
-        return any(self.askable(i) for i in range(len(self.scene.requests)))
+        """As the base builder's, over all the scene's requests: its pool fills again; none in the
+        tail (its chats call the assistant by name for no new request, only the recalls ask)."""
+        return not self.tailing and any(self.askable(i) for i in range(len(self.scene.requests)))
 
     def take_request(self) -> int:
         """As the base builder's; a scene's first request is its first unit (its opener: "why have
@@ -284,6 +286,7 @@ class LongGroupBuilder(GroupBuilder):
 
     def tail(self, last: PlannedEvent) -> PlannedEvent:
         """Talk, then the references back: the first chapter's scene first, then others at the rate."""
+        self.tailing = True
         seen = [st for st in self.states if any(c["scene"] == st.scene.id for c in self.log["chapters"])]
         done = 0
         for j, st in enumerate(seen):  # a scene with no recall content is passed over
