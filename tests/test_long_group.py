@@ -106,6 +106,59 @@ def test_a_30_minute_plan_asks_no_request_three_times(path):
         assert set(first.values()) == {0}, first
 
 
+def long_order_faults(plan, lang: str) -> list[str]:
+    """The requests of a long plan asked out of the short sessions' order, per scene (its values
+    are the chapter's): after the assistant said their answer (read back from its lines of that
+    scene), an ``opens`` unit not as its chapter's first request or a second time, one naming an
+    option the scene's decision dropped, one asked twice in a chapter (tests/test_group_order.py)."""
+    from synth.backends.group_content import group_block
+    from test_group_order import system_lines
+
+    meta, at = plan.planner_meta, {e.id: k for k, e in enumerate(plan.events)}
+    scenes, chapter_of = {}, [None] * len(plan.events)
+    for n, c in enumerate(meta["chapters"]):
+        key = f"{c['domain']}/{c['scene']}"
+        scene = next(s for s in group_block(c["domain"], lang).scenes if s.id == c["scene"])
+        scenes[key] = (scene, c["values"], system_lines(scene, c["values"]))
+        end = meta["chapters"][n + 1]["from_event"] if n + 1 < len(meta["chapters"]) else len(plan.events)
+        chapter_of[c["from_event"]:end] = [(n, key)] * (end - c["from_event"])
+    bad, here, opened = [], {}, set()
+    for r in meta["requests"]:
+        k, key = at[r["event"]], r["scene"]
+        scene, values, known = scenes[key]
+        unit, text, (n, _) = scene.requests[r["unit"]], plan.events[k].text, chapter_of[k]
+        told = set().union(*(slots for e in plan.events[:k] if e.speaker == "system"
+                             for line, slots in known if e.text.lower().endswith(line)))
+        decide = [e.text.lower() for j, e in enumerate(plan.events[:k]) if e.act == "decide" and chapter_of[j][1] == key]
+        dropped = {o for o in scene.options() if decide and values[o].lower() not in decide[0]}
+        if told & set(unit.asks):
+            bad.append(f"answered_before:{r['event']}:{text}")
+        if unit.opens and (here.get(n) or (key, r["unit"]) in opened):
+            bad.append(f"opens_late:{r['event']}:{text}")
+        if unit.named() & dropped:
+            bad.append(f"dropped_option:{r['event']}:{text}")
+        if r["unit"] in here.setdefault(n, set()):
+            bad.append(f"twice_in_a_chapter:{r['event']}:{text}")
+        here[n].add(r["unit"])
+        opened.add((key, r["unit"]))
+    return bad
+
+
+@pytest.mark.parametrize("path", LONG_SEEDS, ids=lambda p: p.stem)
+def test_a_long_plan_keeps_the_request_order_of_short_sessions(path):
+    """The order rules hold across chapters: no question after its answer in the scene, an
+    opener only first in its chapter and once, nothing about a dropped option, no request twice
+    in a chapter; at 30 minutes, where scenes come round again."""
+    seed = load_seed(str(path))
+    seed = seed.model_copy(update={"long_form": seed.long_form.model_copy(update={"minutes": Fixed(value=30)})})
+    faults, asked = [], 0
+    for i in range(3):
+        p = ScriptedPlanner().plan(seed, f"lg30-{i:06d}", np.random.default_rng(i))
+        faults += [f"{i}: {f}" for f in long_order_faults(p, seed.language)]
+        asked += len(p.planner_meta["requests"])
+    assert asked > 200 and not faults, "\n".join(faults[:20])
+
+
 def test_the_reference_survives_the_paralinguistic_pass():
     """Fillers split user lines into pieces; the check reads the pieces back as one line."""
     from synth.schema.config import ParalinguisticsConfig
