@@ -217,8 +217,10 @@ class LongGroupBuilder(GroupBuilder):
         """One scene until it has asked as many requests as the scene has (or none is left that it
         may ask, or the body's time is reached), so a first visit asks every one it may; the opening chapter asks its group decision
         right after its first request, so its choice is settled in the first minutes. A later
-        chapter asks its decision only after one of its requests, so the assistant does not open a
-        new topic with a choice out of nowhere."""
+        chapter asks its decision only once it has asked half the scene's requests, so the
+        assistant does not open a new topic with a choice out of nowhere, and the questions about
+        the options come before the choice that makes them moot (fewer requests lost to the
+        request order, fewer asked twice)."""
         st = self.state
         start = len(self.log["requests"])
         while len(self.log["requests"]) - start < len(st.scene.requests) and not self.body_done():
@@ -228,8 +230,9 @@ class LongGroupBuilder(GroupBuilder):
                 if last is None or last.speaker != "system":
                     last = self.request(self._first_addresser(), last, first=True)
                 continue
+            half = 2 * len(self.here) >= len(st.scene.requests)
             if (not st.decided and st.scene.decision is not None and self.here
-                    and (opening or self.rate("group_decision_wait"))):
+                    and (opening or (half and self.rate("group_decision_wait")))):
                 last, st.decided = self.decision(last), True
                 continue
             if self.rate("human_exchange"):
