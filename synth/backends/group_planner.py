@@ -196,7 +196,7 @@ class GroupBuilder:
             elif self.scene.overlaps and self.rate("people_overlap") and len(ev.words) >= 4:
                 # someone else talks over the line before, then this line goes on after it
                 over = self.choose(self.others(who, ev.person) or self.others(ev.person))
-                self.add(over, "overlap", self.say(self.choose(self.scene.overlaps), a=self.names[ev.person]),
+                self.add(over, "overlap", self.say(self.wording(self.scene.overlaps), a=self.names[ev.person]),
                          "none", "interrupts", ev, ev.person, ["people_overlap"],
                          attach_word=int(self.rng.integers(len(ev.words) // 2, len(ev.words) - 1)))
                 rel = "responds_to"

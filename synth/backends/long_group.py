@@ -194,19 +194,22 @@ class LongGroupBuilder(GroupBuilder):
 
     def take_request(self) -> int:
         """As the base builder's; a scene's first request is its first unit (its opener: "why have
-        we stopped?" comes before "how much time would the detour save?"); once none of the pool
-        may be asked, the scene's requests come round again (one already asked is counted in
-        ``repeats``)."""
+        we stopped?" comes before "how much time would the detour save?"), then, before the
+        scene's decision, those it would make moot (``moot_after_decision``); once none of the
+        pool may be asked, the scene's requests come round again (one already asked is counted
+        in ``repeats``)."""
         if not any(self.askable(i) for i in self.requests):
             self.requests[:] = range(len(self.scene.requests))
         before = set(self.asked)
-        if not before and 0 in self.requests and self.askable(0):
-            self.requests.remove(0)
-            self.asked.add(0)
-            self.asks_here += 1
+        fits = [i for i in self.requests if self.askable(i)]
+        moot = [i for i in fits if self.moot_after_decision(i)]
+        if not before and 0 in fits:
             i = 0
-        else:
-            i = super().take_request()
+        else:  # those the coming decision would make moot first: asked before it, not lost
+            i = self.choose(moot or fits)
+        self.requests.remove(i)
+        self.asked.add(i)
+        self.asks_here += 1
         self.here.add(i)
         if i in before:
             self.repeats += 1
@@ -217,10 +220,12 @@ class LongGroupBuilder(GroupBuilder):
         """One scene until it has asked as many requests as the scene has (or none is left that it
         may ask, or the body's time is reached), so a first visit asks every one it may; the opening chapter asks its group decision
         right after its first request, so its choice is settled in the first minutes. A later
-        chapter asks its decision only once it has asked half the scene's requests, so the
-        assistant does not open a new topic with a choice out of nowhere, and the questions about
-        the options come before the choice that makes them moot (fewer requests lost to the
-        request order, fewer asked twice)."""
+        chapter asks its decision only after one of its requests, so the assistant does not open
+        a new topic with a choice out of nowhere, and once none of its pool is left that the
+        decision would make moot (``take_request`` draws those first) or it has asked half the
+        scene's requests: the questions about the option the group drops come before the choice,
+        most of those about the chosen one after it, and fewer requests are lost to the request
+        order, so fewer are asked twice."""
         st = self.state
         start = len(self.log["requests"])
         while len(self.log["requests"]) - start < len(st.scene.requests) and not self.body_done():
@@ -230,9 +235,9 @@ class LongGroupBuilder(GroupBuilder):
                 if last is None or last.speaker != "system":
                     last = self.request(self._first_addresser(), last, first=True)
                 continue
-            half = 2 * len(self.here) >= len(st.scene.requests)
             if (not st.decided and st.scene.decision is not None and self.here
-                    and (opening or (half and self.rate("group_decision_wait")))):
+                    and (opening or ((not self._moot_later() or 2 * len(self.here) >= len(st.scene.requests))
+                                    and self.rate("group_decision_wait")))):
                 last, st.decided = self.decision(last), True
                 continue
             if self.rate("human_exchange"):
@@ -245,6 +250,22 @@ class LongGroupBuilder(GroupBuilder):
                      if self.rate("request_by_other_person") else self._first_asker())
             last = self.request(asker, last, first=False)
         return last
+
+    def moot_after_decision(self, i: int) -> bool:
+        """Whether the scene's decision, not taken yet, would make request ``i`` moot: it names an
+        option no ``decide`` line names (the one the group will drop), or it asks for a value a
+        ``confirm`` line says."""
+        d, unit = self.scene.decision, self.scene.requests[i]
+        if d is None or self.state.decided:
+            return False
+        chosen = set().union(*(fields(t) for t in d.decide))
+        confirmed = set().union(*(fields(t) for t in d.confirm))
+        return bool(unit.named() & (self.scene.options() - chosen) or confirmed & set(unit.asks))
+
+    def _moot_later(self) -> bool:
+        """Whether the pool still holds a request that may be asked now and the decision would
+        make moot."""
+        return any(self.askable(i) and self.moot_after_decision(i) for i in self.requests)
 
     def _first_addresser(self) -> str:
         return self.people[0] if self.people[0] in self.addressers else self.addressers[0]
