@@ -39,7 +39,8 @@ order, a recipe cooked with children) with its slots, drawn once per session lik
   with one of the scene's requests (``{request}``, lower-cased when it follows);
 - ``closing`` (optional): how someone ends the session (``user``) and the assistant's goodbye
   (``system``) in this place ("good luck with the exam" in a study group, not "have a good
-  trip"; a long session uses its opening scene's); without it the planner's generic goodbyes are used;
+  trip"; a long session uses the one of its last chapter in the seed's own domain); without it
+  the planner's generic goodbyes are used;
 - ``recall`` (optional; long sessions, README "Long group sessions"): someone asks the assistant,
   minutes later, for values the group settled in this scene (``user``), and it answers with them
   (``system``); the slots the ``system`` lines use (the same in each) are the values it refers

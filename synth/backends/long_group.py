@@ -332,9 +332,11 @@ class LongGroupBuilder(GroupBuilder):
 
     # -- the session -------------------------------------------------------------------------------
     def build(self) -> Plan:
-        last = None
+        last, bye = None, self.states[0]
         for turn in range(MAX_EVENTS):  # chapters, the scenes coming round in turn
             self.enter(self.states[turn % len(self.states)])
+            if self.state.domain == self.seed.domain and self.scene.closing is not None:
+                bye = self.state
             last = self.chapter(last, opening=turn == 0)
             if self.body_done():
                 break
@@ -342,9 +344,9 @@ class LongGroupBuilder(GroupBuilder):
             last = self.request(self._first_asker(), last, first=False)
         if self.seed.rates.get("long_range_reference", 0) > 0:
             last = self.tail(last)
-        if self.rate("closing_sequence"):  # in the opening scene's words (not "have a good trip" to friends at home)
-            self.use(self.states[0])
-            self.close(last)
+        if self.rate("closing_sequence"):  # in the words of the last scene of the seed's own domain with a
+            self.use(bye)                    # closing ("drive safely" after the fuel stop, not "that was a good
+            self.close(last)                 # stop" 25 minutes after it; no "have a good trip" to friends at home)
         self.log.update(estimated_min=round(self.elapsed / 60, 2), repeats=self.repeats)
         return Plan(session_id=self.session_id, scenario_id=self.seed.id, language=self.lang,
                     planner=PLANNER_NAME, events=self.events, planner_meta=self.log)
