@@ -135,6 +135,7 @@ class LongGroupBuilder(GroupBuilder):
         self.at: dict[str, float] = {}  # event id -> estimated start (s)
         self.repeats = 0
         self.here: set[int] = set()  # the requests asked in the current chapter
+        self.chats_here: set[int] = set()  # the chats said in the current chapter
         self.tailing = False  # the tail has begun: no more requests
         self.worded: dict[str, int] = {}  # a request line's wording -> times said in the session
         self.pending: dict[tuple[str, str], str] = {}  # (scene key, slot) -> value filled into the next event
@@ -165,7 +166,7 @@ class LongGroupBuilder(GroupBuilder):
     def enter(self, st: _SceneState) -> None:
         """A new chapter on ``st``."""
         self.use(st)
-        self.asks_here, self.here = 0, set()  # the requests asked in this chapter
+        self.asks_here, self.here, self.chats_here = 0, set(), set()  # the requests and chats of this chapter
         self.log["chapters"].append({"scene": st.scene.id, "domain": st.domain, "values": dict(st.values),
                                      "from_event": len(self.events), "at_min": round(self.elapsed / 60, 2)})
 
@@ -184,8 +185,26 @@ class LongGroupBuilder(GroupBuilder):
         return last
 
     def askable(self, i: int) -> bool:
-        """As the base builder's, and not asked already in this chapter."""
-        return i not in self.here and super().askable(i)
+        """As the base builder's, not asked already in this chapter, and the scene's first unit
+        (its opener: "how far can we go on what's left in the tank?") only once in the session."""
+        return i not in self.here and not (i == 0 and i in self.asked) and super().askable(i)
+
+    def _fresh_chats(self) -> list[int]:
+        """The scene's chats this group can say that were not said in this chapter."""
+        return [i for i, c in enumerate(self.scene.chats) if i not in self.chats_here and self._cast(c.by) is not None]
+
+    def chat(self, after: PlannedEvent | None) -> PlannedEvent | None:
+        """As the base builder's; none where every chat this group can say was said in this
+        chapter (a scene's chats come round again on its later visits, not twice in one)."""
+        return super().chat(after) if self._fresh_chats() else after
+
+    def _take_chat(self) -> int:
+        """As the base builder's, among the chats not said in this chapter."""
+        fresh = self._fresh_chats()
+        self.chats[:] = [i for i in self.chats if i in fresh] or fresh
+        i = self.chats.pop(int(self.rng.integers(len(self.chats))))
+        self.chats_here.add(i)
+        return i
 
     def can_ask(self) -> bool:
         """As the base builder's, over all the scene's requests: its pool fills again; none in the
