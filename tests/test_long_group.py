@@ -110,7 +110,8 @@ def long_order_faults(plan, lang: str) -> list[str]:
     """The requests of a long plan asked out of the short sessions' order, per scene (its values
     are the chapter's): after the assistant said their answer (read back from its lines of that
     scene), an ``opens`` unit not as its chapter's first request or a second time, one naming an
-    option the scene's decision dropped, one asked twice in a chapter (tests/test_group_order.py)."""
+    option the scene's decision dropped, one asked twice in a chapter (tests/test_group_order.py);
+    and a chat line said twice in a chapter."""
     from synth.backends.group_content import group_block
     from test_group_order import system_lines
 
@@ -135,20 +136,28 @@ def long_order_faults(plan, lang: str) -> list[str]:
             bad.append(f"answered_before:{r['event']}:{text}")
         if unit.opens and (here.get(n) or (key, r["unit"]) in opened):
             bad.append(f"opens_late:{r['event']}:{text}")
+        if r["unit"] == 0 and (key, 0) in opened:  # a scene's opener, once in the session
+            bad.append(f"opener_again:{r['event']}:{text}")
         if unit.named() & dropped:
             bad.append(f"dropped_option:{r['event']}:{text}")
         if r["unit"] in here.setdefault(n, set()):
             bad.append(f"twice_in_a_chapter:{r['event']}:{text}")
         here[n].add(r["unit"])
         opened.add((key, r["unit"]))
+    said = {}  # no chat line twice in one chapter
+    for k, e in enumerate(plan.events):
+        if e.act == "human_talk" and chapter_of[k] is not None:
+            if e.text in said.setdefault(chapter_of[k][0], set()):
+                bad.append(f"chat_twice_in_a_chapter:{e.id}:{e.text}")
+            said[chapter_of[k][0]].add(e.text)
     return bad
 
 
 @pytest.mark.parametrize("path", LONG_SEEDS, ids=lambda p: p.stem)
 def test_a_long_plan_keeps_the_request_order_of_short_sessions(path):
     """The order rules hold across chapters: no question after its answer in the scene, an
-    opener only first in its chapter and once, nothing about a dropped option, no request twice
-    in a chapter; at 30 minutes, where scenes come round again."""
+    opener only first in its chapter and once (a scene's first unit once), nothing about a dropped
+    option, no request or chat twice in a chapter; at 30 minutes, where scenes come round again."""
     seed = load_seed(str(path))
     seed = seed.model_copy(update={"long_form": seed.long_form.model_copy(update={"minutes": Fixed(value=30)})})
     faults, asked = [], 0
