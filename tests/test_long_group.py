@@ -130,7 +130,8 @@ def long_order_faults(plan, lang: str) -> list[str]:
         unit, text, (n, _) = scene.requests[r["unit"]], plan.events[k].text, chapter_of[k]
         told = set().union(*(slots for e in plan.events[:k] if e.speaker == "system"
                              for line, slots in known if e.text.lower().endswith(line)))
-        decide = [e.text.lower() for j, e in enumerate(plan.events[:k]) if e.act == "decide" and chapter_of[j][1] == key]
+        decide = [e.text.lower() for j, e in enumerate(plan.events[:k])
+                  if e.act == "decide" and chapter_of[j][1] == key]
         dropped = {o for o in scene.options() if decide and values[o].lower() not in decide[0]}
         if told & set(unit.asks):
             bad.append(f"answered_before:{r['event']}:{text}")

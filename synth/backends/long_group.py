@@ -237,8 +237,9 @@ class LongGroupBuilder(GroupBuilder):
     # -- chapters ----------------------------------------------------------------------------------
     def chapter(self, last: PlannedEvent | None, opening: bool) -> PlannedEvent:
         """One scene until it has asked as many requests as the scene has (or none is left that it
-        may ask, or the body's time is reached), so a first visit asks every one it may; the opening chapter asks its group decision
-        right after its first request, so its choice is settled in the first minutes. A later
+        may ask, or the body's time is reached), so a first visit asks every one it may; the
+        opening chapter asks its group decision right after its first request, so its choice is
+        settled in the first minutes. A later
         chapter asks its decision only after one of its requests, so the assistant does not open
         a new topic with a choice out of nowhere, and once none of its pool is left that the
         decision would make moot (``take_request`` draws those first) or it has asked half the
