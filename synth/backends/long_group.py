@@ -239,13 +239,12 @@ class LongGroupBuilder(GroupBuilder):
         """One scene until it has asked as many requests as the scene has (or none is left that it
         may ask, or the body's time is reached), so a first visit asks every one it may; the
         opening chapter asks its group decision right after its first request, so its choice is
-        settled in the first minutes. A later
-        chapter asks its decision only after one of its requests, so the assistant does not open
-        a new topic with a choice out of nowhere, and once none of its pool is left that the
-        decision would make moot (``take_request`` draws those first) or it has asked half the
-        scene's requests: the questions about the option the group drops come before the choice,
-        most of those about the chosen one after it, and fewer requests are lost to the request
-        order, so fewer are asked twice."""
+        settled in the first minutes. A later chapter asks its decision only after one of its
+        requests, so the assistant does not open a new topic with a choice out of nowhere, and
+        once none of its pool is left that the decision would make moot (``take_request`` draws
+        those first) or it has asked half the scene's requests: the questions about the option
+        the group drops come before the choice, most of those about the chosen one after it, and
+        fewer requests are lost to the request order, so fewer are asked twice."""
         st = self.state
         start = len(self.log["requests"])
         while len(self.log["requests"]) - start < len(st.scene.requests) and not self.body_done():
