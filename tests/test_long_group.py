@@ -2,6 +2,7 @@
 references back to values the group settled in the first ones. Plans only (a render of one is
 bench/long_session.py --pipeline pipelines/long-group.yaml)."""
 
+from collections import Counter
 from functools import lru_cache
 
 import numpy as np
@@ -13,6 +14,7 @@ from synth.backends.group_content import Recall
 from synth.backends.scripted_planner import ScriptedPlanner
 from synth.errors import UserError
 from synth.io.config_files import load_seed
+from synth.schema.dist import Fixed
 from synth.schema.seed import ScenarioSeed
 from synth.schema.timeline import PlacedEvent, Timeline
 from synth.stages.paraling import decorate
@@ -84,6 +86,87 @@ def test_a_long_plan_says_who_speaks_to_whom(path):
                 assert by_id[e.attach_to].addressee == "system", (e, by_id[e.attach_to])
                 assert e.addressee == "group" or e.addressee in asked, e
     assert len(asked) >= 2 and plan == long_plan.__wrapped__(str(path), 0)[1]  # same generator, same plan
+
+
+@pytest.mark.parametrize("path", LONG_SEEDS, ids=lambda p: p.stem)
+def test_a_30_minute_plan_asks_no_request_three_times(path):
+    """The group content lasts the longest target: at 30 minutes no request of a scene is asked a
+    third time, and at most 25 a second time (bench/long_group_repeats.py); a scene's first visit
+    opens with its first request."""
+    seed = load_seed(str(path))
+    seed = seed.model_copy(update={"long_form": seed.long_form.model_copy(update={"minutes": Fixed(value=30)})})
+    for i in range(3):
+        meta = ScriptedPlanner().plan(seed, f"lg30-{i:06d}", np.random.default_rng(i)).planner_meta
+        asked = Counter((r["scene"], r["unit"]) for r in meta["requests"])
+        assert max(asked.values()) <= 2, asked.most_common(3)
+        assert meta["repeats"] == sum(n - 1 for n in asked.values()) <= 25, meta["repeats"]
+        first = {}
+        for r in meta["requests"]:
+            first.setdefault(r["scene"], r["unit"])
+        assert set(first.values()) == {0}, first
+
+
+def long_order_faults(plan, lang: str) -> list[str]:
+    """The requests of a long plan asked out of the short sessions' order, per scene (its values
+    are the chapter's): after the assistant said their answer (read back from its lines of that
+    scene), an ``opens`` unit not as its chapter's first request or a second time, one naming an
+    option the scene's decision dropped, one asked twice in a chapter (tests/test_group_order.py);
+    and a chat line said twice in a chapter."""
+    from synth.backends.group_content import group_block
+    from test_group_order import system_lines
+
+    meta, at = plan.planner_meta, {e.id: k for k, e in enumerate(plan.events)}
+    scenes, chapter_of = {}, [None] * len(plan.events)
+    for n, c in enumerate(meta["chapters"]):
+        key = f"{c['domain']}/{c['scene']}"
+        scene = next(s for s in group_block(c["domain"], lang).scenes if s.id == c["scene"])
+        scenes[key] = (scene, c["values"], system_lines(scene, c["values"]))
+        end = meta["chapters"][n + 1]["from_event"] if n + 1 < len(meta["chapters"]) else len(plan.events)
+        chapter_of[c["from_event"]:end] = [(n, key)] * (end - c["from_event"])
+    bad, here, opened = [], {}, set()
+    for r in meta["requests"]:
+        k, key = at[r["event"]], r["scene"]
+        scene, values, known = scenes[key]
+        unit, text, (n, _) = scene.requests[r["unit"]], plan.events[k].text, chapter_of[k]
+        told = set().union(*(slots for e in plan.events[:k] if e.speaker == "system"
+                             for line, slots in known if e.text.lower().endswith(line)))
+        decide = [e.text.lower() for j, e in enumerate(plan.events[:k])
+                  if e.act == "decide" and chapter_of[j][1] == key]
+        dropped = {o for o in scene.options() if decide and values[o].lower() not in decide[0]}
+        if told & set(unit.asks):
+            bad.append(f"answered_before:{r['event']}:{text}")
+        if unit.opens and (here.get(n) or (key, r["unit"]) in opened):
+            bad.append(f"opens_late:{r['event']}:{text}")
+        if r["unit"] == 0 and (key, 0) in opened:  # a scene's opener, once in the session
+            bad.append(f"opener_again:{r['event']}:{text}")
+        if unit.named() & dropped:
+            bad.append(f"dropped_option:{r['event']}:{text}")
+        if r["unit"] in here.setdefault(n, set()):
+            bad.append(f"twice_in_a_chapter:{r['event']}:{text}")
+        here[n].add(r["unit"])
+        opened.add((key, r["unit"]))
+    said = {}  # no chat line twice in one chapter
+    for k, e in enumerate(plan.events):
+        if e.act == "human_talk" and chapter_of[k] is not None:
+            if e.text in said.setdefault(chapter_of[k][0], set()):
+                bad.append(f"chat_twice_in_a_chapter:{e.id}:{e.text}")
+            said[chapter_of[k][0]].add(e.text)
+    return bad
+
+
+@pytest.mark.parametrize("path", LONG_SEEDS, ids=lambda p: p.stem)
+def test_a_long_plan_keeps_the_request_order_of_short_sessions(path):
+    """The order rules hold across chapters: no question after its answer in the scene, an
+    opener only first in its chapter and once (a scene's first unit once), nothing about a dropped
+    option, no request or chat twice in a chapter; at 30 minutes, where scenes come round again."""
+    seed = load_seed(str(path))
+    seed = seed.model_copy(update={"long_form": seed.long_form.model_copy(update={"minutes": Fixed(value=30)})})
+    faults, asked = [], 0
+    for i in range(3):
+        p = ScriptedPlanner().plan(seed, f"lg30-{i:06d}", np.random.default_rng(i))
+        faults += [f"{i}: {f}" for f in long_order_faults(p, seed.language)]
+        asked += len(p.planner_meta["requests"])
+    assert asked > 200 and not faults, "\n".join(faults[:20])
 
 
 def test_the_reference_survives_the_paralinguistic_pass():

@@ -8,15 +8,19 @@ order, a recipe cooked with children) with its slots, drawn once per session lik
 - ``requests``: units asked of the assistant by whoever can address it; each ``user`` line,
   each ``system`` answer; ``ask_back`` (optional): the assistant asks back (``system``), someone
   else answers for the asker (``other``: one person answering or correcting for another), then the
-  answer that uses it (``then``). Their order in a session is drawn, within three rules that keep
-  a question from coming after its own answer (README "Group conversations", request order):
+  answer that uses it (``then``). The first unit opens the scene ("why have we stopped?"): a long
+  session asks it first on the scene's first visit (where ``asks`` and ``opens`` allow it). Their
+  order in a session is otherwise drawn, within three rules that keep a question from coming after
+  its own answer (README "Group conversations", request order):
   ``asks`` (optional): the slots whose value answers the question ("how long do they bake for?"
   asks ``[minutes]``; one is enough where several answer it); once the assistant has said one of
   them in any line (the timer it set for ``{minutes}``, a decision's confirmation), the unit is
   not asked, so each of its answers says one. ``opens: true``: a unit that only opens the scene
-  ("we're here to see Dr Patel"), asked as its first request or not at all. And, with no
+  ("we're here to see Dr Patel"), asked as its first request or not at all (in a long session, as
+  a chapter's first request, once); an ``opens`` unit is the scene's first unit. And, with no
   marking: after the group's decision, no unit whose lines name an option the group did not
-  choose (the places to eat, once the group picked one);
+  choose (the places to eat, once the group picked one); so a unit about one option names the one
+  the decision lands on, and still reads right (and is still asked) once the group has chosen;
 - ``chats``: exchanges between people about the scene (the assistant must not take them), each
   a list of 2-4 lines said in turn by different people; ``{a}`` / ``{b}`` / ``{c}`` are the names of
   the speakers of the first, second and third line, so a line may address the next speaker by name.
@@ -35,7 +39,8 @@ order, a recipe cooked with children) with its slots, drawn once per session lik
   with one of the scene's requests (``{request}``, lower-cased when it follows);
 - ``closing`` (optional): how someone ends the session (``user``) and the assistant's goodbye
   (``system``) in this place ("good luck with the exam" in a study group, not "have a good
-  trip"); without it the planner's generic goodbyes are used;
+  trip"; a long session uses the one of its last chapter in the seed's own domain); without it
+  the planner's generic goodbyes are used;
 - ``recall`` (optional; long sessions, README "Long group sessions"): someone asks the assistant,
   minutes later, for values the group settled in this scene (``user``), and it answers with them
   (``system``); the slots the ``system`` lines use (the same in each) are the values it refers

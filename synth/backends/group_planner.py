@@ -100,6 +100,10 @@ class GroupBuilder:
         self.asks_here += 1
         return i
 
+    def wording(self, texts: list[str]) -> str:
+        """One of the paraphrases of a request's line (the long builder prefers one not said yet)."""
+        return self.choose(texts)
+
     def say(self, text: str, **names: str) -> str:
         """A line with the scene's values filled in (``add`` notes the slots the assistant says)."""
         self.saying |= {f for f in fields(text) if f in self.values and f not in names}
@@ -132,11 +136,11 @@ class GroupBuilder:
         answered by someone else) follows. Returns the last event."""
         i = self.take_request()  # no request twice: build() stops when none is left to ask
         unit: GroupRequest = self.scene.requests[i]
-        line = self.say(self.choose(unit.user))
+        line = self.say(self.wording(unit.user))
         tags = []
         if via_name:
             line = self.say(self.choose(self.scene.wake) if self.scene.wake else "{system}, {request}",
-                            request=_lower_first(line))
+                            request=_lower_first(line) if self.lang == "en" else line)  # "Hey Nova，East Coast ..."
             tags.append("name_in_human_exchange")
         elif not first and self.rng.random() < 0.4:  # people in a room call the assistant by name
             line = f"{self.system_name}, {_lower_first(line)}" if self.lang == "en" else f"{self.system_name}，{line}"
@@ -147,14 +151,14 @@ class GroupBuilder:
         self.log["requests"].append({"event": u.id, "by": asker, "unit": i})
         helpers = self.others(asker, addressing=True)
         if unit.ask_back is not None and helpers and self.rate("answer_for_other"):
-            q = self.add(None, "question_back", self.say(self.choose(unit.ask_back.system)), "take",
+            q = self.add(None, "question_back", self.say(self.wording(unit.ask_back.system)), "take",
                          "responds_to", u, asker, ["system_question_back"])
             helper = self.choose(helpers)
-            a = self.add(helper, "answer_for_other", self.say(self.choose(unit.ask_back.other), asker=self.names[asker]), "take",
-                         "responds_to", q, "system", ["answer_for_other"])
-            return self.add(None, "answer", self._to(asker, self.choose(unit.ask_back.then)), "take",
+            a = self.add(helper, "answer_for_other", self.say(self.wording(unit.ask_back.other), asker=self.names[asker]),
+                         "take", "responds_to", q, "system", ["answer_for_other"])
+            return self.add(None, "answer", self._to(asker, self.wording(unit.ask_back.then)), "take",
                             "responds_to", a, asker, ["smooth_exchange"])
-        return self.add(None, "answer", self._to(asker, self.choose(unit.system)), "take", "responds_to", u,
+        return self.add(None, "answer", self._to(asker, self.wording(unit.system)), "take", "responds_to", u,
                         asker, ["smooth_exchange"])
 
     def _first_asker(self) -> str:
@@ -192,7 +196,7 @@ class GroupBuilder:
             elif self.scene.overlaps and self.rate("people_overlap") and len(ev.words) >= 4:
                 # someone else talks over the line before, then this line goes on after it
                 over = self.choose(self.others(who, ev.person) or self.others(ev.person))
-                self.add(over, "overlap", self.say(self.choose(self.scene.overlaps), a=self.names[ev.person]),
+                self.add(over, "overlap", self.say(self.wording(self.scene.overlaps), a=self.names[ev.person]),
                          "none", "interrupts", ev, ev.person, ["people_overlap"],
                          attach_word=int(self.rng.integers(len(ev.words) // 2, len(ev.words) - 1)))
                 rel = "responds_to"
@@ -261,6 +265,16 @@ class GroupBuilder:
         return self.add(None, "confirm", self.say(self.choose(d.confirm)), "take", "responds_to", told, "group",
                         ["smooth_exchange"])
 
+    def close(self, last: PlannedEvent) -> PlannedEvent:
+        """Someone ends the session and the assistant says goodbye to the group, in the scene's
+        words where it has a ``closing`` ("good luck with the exam"), else the generic ones."""
+        c = self.scene.closing
+        bye_u, bye_s = (c.user, c.system) if c is not None else _BYE[self.lang]
+        who = self.choose(self.addressers)
+        u = self.add(who, "closing", self.say(self.choose(bye_u)), "take", "responds_to", last, "system")
+        return self.add(None, "closing", self.say(self.choose(bye_s)), "take", "responds_to", u, "group",
+                        ["closing_sequence"])
+
     # -- the session ---------------------------------------------------------------------------
     def build(self) -> Plan:
         n = max(2, int(self.seed.exchanges.sample(self.rng)))
@@ -285,11 +299,7 @@ class GroupBuilder:
                      if self.rate("request_by_other_person") else first_asker)
             last = self.request(asker, last, first=False)
         if self.rate("closing_sequence"):
-            c = self.scene.closing
-            bye_u, bye_s = (c.user, c.system) if c is not None else _BYE[self.lang]
-            who = self.choose(self.addressers)
-            u = self.add(who, "closing", self.say(self.choose(bye_u)), "take", "responds_to", last, "system")
-            self.add(None, "closing", self.say(self.choose(bye_s)), "take", "responds_to", u, "group", ["closing_sequence"])
+            self.close(last)
         return Plan(session_id=self.session_id, scenario_id=self.seed.id, language=self.lang,
                     planner=PLANNER_NAME, events=self.events, planner_meta=self.log)
 

@@ -5,13 +5,16 @@ A long session is planned to a length, not to a number of exchanges: the seed's 
 draws a target in minutes, and chapters are added until the estimated speech time (words at
 eSpeak NG's pace, plus a gap per event, ``estimate_s``) reaches it less the closing tail. Each
 chapter is one group scene (of the seed's domain, then of ``more_domains``), played with the
-skeleton of ``group_planner.GroupBuilder`` until its requests are used up; then the next scene.
-A scene keeps its slot values for the whole session, so "the table at half past seven" of the
-first chapter is still half past seven when it comes back. Once every scene was visited, they
-come round again (their pools refill: a request is then asked a second time, in another
-wording where the content has one; ``planner_meta.repeats`` counts them), within the short
-skeleton's request order: a question whose answer the assistant already gave in the session
-(``asks``) is not asked again, nor one about an option the group dropped.
+skeleton of ``group_planner.GroupBuilder`` until it has asked as many requests as the scene has
+(its first request first: the scene's opener), or none is left that it may ask; then the next
+scene. A scene keeps its slot values for the whole session, so "the table at half past seven" of
+the first chapter is still half past seven when it comes back. Once every scene was visited, they
+come round again (their pools refill: a request is then asked a second time, in the least used of
+its wordings, and answered so too; ``planner_meta.repeats`` counts them, ``planner_meta.requests``
+names each one's scene), within the short skeleton's request order: a question whose answer the
+assistant already gave in the session (``asks``) is not asked again, nor one about an option the
+group dropped, nor an ``opens`` unit after a chapter's first request; and no request twice in one
+chapter.
 
 The first chapter settles values early: its group decision is asked after its second request
 at the latest. In the tail, people talk, and then someone asks the assistant to recall what was
@@ -38,7 +41,7 @@ from ..schema.plan import Plan, PlannedEvent
 from ..schema.seed import ScenarioSeed
 from .frames import fields
 from .group_content import PLANNER_FIELDS, Recall, Scene, group_block
-from .group_planner import _BYE, GroupBuilder
+from .group_planner import GroupBuilder
 
 PLANNER_NAME = "scripted-group-long-v1"
 
@@ -131,6 +134,10 @@ class LongGroupBuilder(GroupBuilder):
         self.elapsed = 0.0
         self.at: dict[str, float] = {}  # event id -> estimated start (s)
         self.repeats = 0
+        self.here: set[int] = set()  # the requests asked in the current chapter
+        self.chats_here: set[int] = set()  # the chats said in the current chapter
+        self.tailing = False  # the tail has begun: no more requests
+        self.worded: dict[str, int] = {}  # a request line's wording -> times said in the session
         self.pending: dict[tuple[str, str], str] = {}  # (scene key, slot) -> value filled into the next event
         self.filled: dict[str, dict[tuple[str, str], str]] = {}  # event id -> the slots its line said
         self.log = {"scene": self.scene.id, "values": dict(self.values), "requests": [], "chapters": [],
@@ -159,41 +166,97 @@ class LongGroupBuilder(GroupBuilder):
     def enter(self, st: _SceneState) -> None:
         """A new chapter on ``st``."""
         self.use(st)
-        self.asks_here = 0
+        self.asks_here, self.here, self.chats_here = 0, set(), set()  # the requests and chats of this chapter
         self.log["chapters"].append({"scene": st.scene.id, "domain": st.domain, "values": dict(st.values),
                                      "from_event": len(self.events), "at_min": round(self.elapsed / 60, 2)})
 
+    def wording(self, texts: list[str]) -> str:
+        """One of the least said of the paraphrases, so a request asked again, and its answer, come
+        in another wording where the content has one."""
+        least = min(self.worded.get(t, 0) for t in texts)
+        text = self.choose([t for t in texts if self.worded.get(t, 0) == least])
+        self.worded[text] = least + 1
+        return text
+
+    def request(self, *args, **kw) -> PlannedEvent:
+        """As the base builder's, logging the request's scene beside its unit (``planner_meta.requests``)."""
+        last = super().request(*args, **kw)
+        self.log["requests"][-1]["scene"] = self.state.key
+        return last
+
+    def askable(self, i: int) -> bool:
+        """As the base builder's, not asked already in this chapter, and the scene's first unit
+        (its opener: "how far can we go on what's left in the tank?") only once in the session."""
+        return i not in self.here and not (i == 0 and i in self.asked) and super().askable(i)
+
+    def _fresh_chats(self) -> list[int]:
+        """The scene's chats this group can say that were not said in this chapter."""
+        return [i for i, c in enumerate(self.scene.chats) if i not in self.chats_here and self._cast(c.by) is not None]
+
+    def chat(self, after: PlannedEvent | None) -> PlannedEvent | None:
+        """As the base builder's; none where every chat this group can say was said in this
+        chapter (a scene's chats come round again on its later visits, not twice in one)."""
+        return super().chat(after) if self._fresh_chats() else after
+
+    def _take_chat(self) -> int:
+        """As the base builder's, among the chats not said in this chapter."""
+        fresh = self._fresh_chats()
+        self.chats[:] = [i for i in self.chats if i in fresh] or fresh
+        i = self.chats.pop(int(self.rng.integers(len(self.chats))))
+        self.chats_here.add(i)
+        return i
+
     def can_ask(self) -> bool:
-        """As the base builder's, over all the scene's requests: its pool fills again."""
-        return any(self.askable(i) for i in range(len(self.scene.requests)))
+        """As the base builder's, over all the scene's requests: its pool fills again; none in the
+        tail (its chats call the assistant by name for no new request, only the recalls ask)."""
+        return not self.tailing and any(self.askable(i) for i in range(len(self.scene.requests)))
 
     def take_request(self) -> int:
-        """As the base builder's; once none of the pool may be asked, the scene's requests come
-        round again (one already asked is counted in ``repeats``)."""
+        """As the base builder's; a scene's first request is its first unit (its opener: "why have
+        we stopped?" comes before "how much time would the detour save?"), then, before the
+        scene's decision, those it would make moot (``moot_after_decision``); once none of the
+        pool may be asked, the scene's requests come round again (one already asked is counted
+        in ``repeats``)."""
         if not any(self.askable(i) for i in self.requests):
             self.requests[:] = range(len(self.scene.requests))
         before = set(self.asked)
-        i = super().take_request()
+        fits = [i for i in self.requests if self.askable(i)]
+        moot = [i for i in fits if self.moot_after_decision(i)]
+        if not before and 0 in fits:
+            i = 0
+        else:  # those the coming decision would make moot first: asked before it, not lost
+            i = self.choose(moot or fits)
+        self.requests.remove(i)
+        self.asked.add(i)
+        self.asks_here += 1
+        self.here.add(i)
         if i in before:
             self.repeats += 1
         return i
 
     # -- chapters ----------------------------------------------------------------------------------
     def chapter(self, last: PlannedEvent | None, opening: bool) -> PlannedEvent:
-        """One scene until its requests are used up (or the body's time is reached); the opening
-        chapter asks its group decision right after its first request, so its choice is settled
-        in the first minutes."""
+        """One scene until it has asked as many requests as the scene has (or none is left that it
+        may ask, or the body's time is reached), so a first visit asks every one it may; the
+        opening chapter asks its group decision right after its first request, so its choice is
+        settled in the first minutes. A later chapter asks its decision only after one of its
+        requests, so the assistant does not open a new topic with a choice out of nowhere, and
+        once none of its pool is left that the decision would make moot (``take_request`` draws
+        those first) or it has asked half the scene's requests: the questions about the option
+        the group drops come before the choice, most of those about the chosen one after it, and
+        fewer requests are lost to the request order, so fewer are asked twice."""
         st = self.state
-        for k in range(len(st.scene.requests)):
-            if self.body_done():
-                break
+        start = len(self.log["requests"])
+        while len(self.log["requests"]) - start < len(st.scene.requests) and not self.body_done():
             if last is None:  # the session opens, maybe in the middle of the people's own talk
                 if self.rate("human_exchange"):
                     last = self.chat(None)
                 if last is None or last.speaker != "system":
                     last = self.request(self._first_addresser(), last, first=True)
                 continue
-            if not st.decided and st.scene.decision is not None and (opening or self.rate("group_decision_wait")):
+            if (not st.decided and st.scene.decision is not None and self.here
+                    and (opening or ((not self._moot_later() or 2 * len(self.here) >= len(st.scene.requests))
+                                    and self.rate("group_decision_wait")))):
                 last, st.decided = self.decision(last), True
                 continue
             if self.rate("human_exchange"):
@@ -206,6 +269,22 @@ class LongGroupBuilder(GroupBuilder):
                      if self.rate("request_by_other_person") else self._first_asker())
             last = self.request(asker, last, first=False)
         return last
+
+    def moot_after_decision(self, i: int) -> bool:
+        """Whether the scene's decision, not taken yet, would make request ``i`` moot: it names an
+        option no ``decide`` line names (the one the group will drop), or it asks for a value a
+        ``confirm`` line says."""
+        d, unit = self.scene.decision, self.scene.requests[i]
+        if d is None or self.state.decided:
+            return False
+        chosen = set().union(*(fields(t) for t in d.decide))
+        confirmed = set().union(*(fields(t) for t in d.confirm))
+        return bool(unit.named() & (self.scene.options() - chosen) or confirmed & set(unit.asks))
+
+    def _moot_later(self) -> bool:
+        """Whether the pool still holds a request that may be asked now and the decision would
+        make moot."""
+        return any(self.askable(i) and self.moot_after_decision(i) for i in self.requests)
 
     def _first_addresser(self) -> str:
         return self.people[0] if self.people[0] in self.addressers else self.addressers[0]
@@ -250,6 +329,7 @@ class LongGroupBuilder(GroupBuilder):
 
     def tail(self, last: PlannedEvent) -> PlannedEvent:
         """Talk, then the references back: the first chapter's scene first, then others at the rate."""
+        self.tailing = True
         seen = [st for st in self.states if any(c["scene"] == st.scene.id for c in self.log["chapters"])]
         done = 0
         for j, st in enumerate(seen):  # a scene with no recall content is passed over
@@ -271,9 +351,11 @@ class LongGroupBuilder(GroupBuilder):
 
     # -- the session -------------------------------------------------------------------------------
     def build(self) -> Plan:
-        last = None
+        last, bye = None, self.states[0]
         for turn in range(MAX_EVENTS):  # chapters, the scenes coming round in turn
             self.enter(self.states[turn % len(self.states)])
+            if self.state.domain == self.seed.domain and self.scene.closing is not None:
+                bye = self.state
             last = self.chapter(last, opening=turn == 0)
             if self.body_done():
                 break
@@ -281,11 +363,9 @@ class LongGroupBuilder(GroupBuilder):
             last = self.request(self._first_asker(), last, first=False)
         if self.seed.rates.get("long_range_reference", 0) > 0:
             last = self.tail(last)
-        if self.rate("closing_sequence"):
-            bye_u, bye_s = _BYE[self.lang]
-            u = self.add(self.choose(self.addressers), "closing", self.choose(bye_u), "take", "responds_to", last,
-                         "system")
-            self.add(None, "closing", self.choose(bye_s), "take", "responds_to", u, "group", ["closing_sequence"])
+        if self.rate("closing_sequence"):  # in the words of the last scene of the seed's own domain with a
+            self.use(bye)                    # closing ("drive safely" after the fuel stop, not "that was a good
+            self.close(last)                 # stop" 25 minutes after it; no "have a good trip" to friends at home)
         self.log.update(estimated_min=round(self.elapsed / 60, 2), repeats=self.repeats)
         return Plan(session_id=self.session_id, scenario_id=self.seed.id, language=self.lang,
                     planner=PLANNER_NAME, events=self.events, planner_meta=self.log)
