@@ -75,10 +75,23 @@ def early_or_gap(c: Clock, ev: PlannedEvent, slot: _Slot, target: _Slot, rng, lo
 def interrupt(c: Clock, ev: PlannedEvent, target: _Slot, rng) -> int:
     L = c.laws
     k = c.word(ev, target)
-    latency = c.ms(c.tape.take(ev.id, "stop_latency", lambda: L.stop_latency_ms.sample(rng)))
+    user_free = c.free(talker(ev))
+    # the latency must leave the cut before the last word and 100 ms before the target's end; a
+    # draw that does not is drawn again (the first fitting draw is the one every session that
+    # placed before got: a short target with a long draw, e.g. "Can I have a snack?" cut by a
+    # 1 s latency, was a reject, 1 of 3 thirty-minute group sessions)
+    room = min(target.off - c.ms(100), target.on + target.words[-1].on - 1) - max(user_free, target.on + 1)
+
+    def fitting_latency() -> float:
+        for _ in range(64):
+            x = L.stop_latency_ms.sample(rng)
+            if c.ms(x) <= room:
+                return x
+        return x  # none fits (the law's low end is longer than the room): rejected below
+
+    latency = c.ms(c.tape.take(ev.id, "stop_latency", fitting_latency))
     on = target.on + target.words[k].on + c.ms(
         c.tape.take(ev.id, "interrupt_onset", lambda: L.interrupt_onset_ms.sample(rng)))
-    user_free = c.free(talker(ev))
     on = max(on, user_free, target.on + 1)
     # the cut lands before the last word starts, so something is left unsaid (text_after_cut)
     on = min(on, target.off - latency - c.ms(100), target.on + target.words[-1].on - latency - 1)
