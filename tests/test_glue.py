@@ -250,11 +250,13 @@ def test_a_closing_fits_the_frame_the_session_ends_on():
 
 
 def common_block(plan):
-    return BUILTIN.block(plan.scenario_id and plan_domain(plan), plan.language)
+    """The content block the plan was made from."""
+    return BUILTIN.block(seed_domains()[plan.scenario_id], plan.language)
 
 
-def plan_domain(plan) -> str:
-    return next(s.domain for s in (load_seed(p) for p in SEEDS) if s.id == plan.scenario_id)
+@lru_cache(maxsize=None)
+def seed_domains() -> dict[str, str]:
+    return {s.id: s.domain for s in (load_seed(p) for p in SEEDS)}
 
 
 # -- what a task settles (issue 32: "Are all the doors shut?" after the house check said so) -------
