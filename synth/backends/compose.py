@@ -12,7 +12,8 @@ content is said in many ways at corpus scale. Agreement is kept:
   a refusal or a negation in it gets only the neutral kind (no "sure!" before bad news);
 - the follow-on after bad news is an alternative offered, after any other answer an offer or an
   open invitation that the next user turn, whatever it is, answers; none after an answer that
-  already ends with a question; the domain's own follow-ons fit its requests.
+  asks something (``asks_user``: a question, "tell me the new number"); the domain's own
+  follow-ons fit its requests. ``open_question`` says what a line leaves open for a goodbye.
 
 Sizes stay those of the frames (CONTENT.md): a composed answer keeps at most ``MAX_WORDS`` words
 (or the content's own length if longer), phrases joined with commas. ``check_parts`` is the frame
@@ -54,6 +55,27 @@ _REQUEST_EN = re.compile(r"^(?:\w+, )?(?:(?:can|could|would|will) you|please|i w
 _WH_EN = re.compile(r"\b(what|how|when|where|which|who|why)\b", re.I)
 _REQUEST_ZH = re.compile(r"帮我|帮忙|请|我想|我要|给我|麻烦|帮.{0,2}(订|查|设|加|放|找|看|改|取消)|^(设|订|把|放|开|关|加|查)")
 _WH_ZH = re.compile(r"什么|怎么|多少|几|哪|谁|为什么|多久|多长|how|what|when|where|which", re.I)
+
+
+_ASK_EN = re.compile(r"\?|\b(?:tell|read|give|send) me (?:the|your|which|what|who|where|when|how|a|an)\b|\bjust tell me\b", re.I)
+_ASK_ZH = re.compile(r"[?？]|(?:您|你)(?:说|讲)一下|告诉我|把.{1,16}(?:告诉|发给)我|tell me|read me", re.I)
+"""A line that asks the listener for something: a question, or "tell me the number" / 您说一下新号码."""
+_MORE = re.compile(r"\b(?:anything else|what else|any other|anything more)\b|还有(?:别的|什么|其他|问题)|别的.{0,8}吗|other questions?",
+                   re.I)
+"""A follow-on that invites more ("Anything else?", 还有别的事吗？), not one that offers something."""
+
+
+def asks_user(text: str, lang: str) -> bool:
+    """Whether ``text`` asks the listener something that wants an answer: a question anywhere in
+    it, or a request for information ("tell me the new number", 您说一下尾号). Nothing is composed
+    after it, and a session does not close on it (the closing would leave it unanswered)."""
+    return bool((_ASK_EN if lang == "en" else _ASK_ZH).search(text))
+
+
+def _bare(text: str) -> str:
+    """``text`` without spaces, in lower case: a planned line (words joined; after "well, um," its
+    first word goes on in lower case) is compared with what was composed."""
+    return re.sub(r"\s+", "", text).lower()
 
 
 _ECHO = re.compile(r"(?i)(you|it|they|we|i|he|she|that|there|this)\s+(will|do|does|did|can|could|is|are|was|were|"
@@ -137,6 +159,18 @@ def _regrets(text: str, lang: str) -> bool:
     return bool((_NEG_EN if lang == "en" else _NEG_ZH).search(_NOT_NEGATIVE.sub(" ", text)))
 
 
+def lower_head(text: str, keep=()) -> str:
+    """An en-zh piece that goes on after an acknowledgement ("好的，" + "Forward 好了"): its first
+    word in lower case where it is a common English word; a name ("Bishan") and a slot value of
+    the session (``keep``: "Kopi" the dog, "Block six six two") keep their capital."""
+    m = re.match(r"[A-Z][a-z']+\b", text)
+    if not m or m.group(0).lower() not in _common_words() or m.group(0) in _KEEP_CASE:
+        return text
+    if any(v[:1].isupper() and text.startswith(v) for v in keep):
+        return text
+    return text[:1].lower() + text[1:]
+
+
 def _opens_marked(text: str) -> bool:
     """Whether an answer opens with its own yes or apology ("Sorry 给你添麻烦了，..."): no ack before it."""
     from .scripted_planner import BAD_NEWS, CONFIRMING, _opens_with
@@ -150,6 +184,10 @@ class Composer:
     def __init__(self, rng: np.random.Generator, lang: str, domain: str):
         self.rng, self.lang, self.domain = rng, lang, domain
         self.said: set[str] = set()
+        self.keep: tuple[str, ...] = ()
+        self.composed: dict[str, tuple[bool, str | None]] = {}
+        """Each composed answer (without spaces): whether its content asks something, and the kind of
+        the follow-on question it ends with (``offer``, ``more``) or None."""
         p = parts()[lang]
         self.acks = p["ack"]
         self.follow = {"any": list(p["followon"]["any"]) + list(p.get("followon_domain", {}).get(domain, [])),
@@ -163,11 +201,14 @@ class Composer:
         self.said.add(x)
         return x
 
-    def compose(self, content: str, user_line: str, short: bool = False, say=None, ack: bool = True) -> str:
+    def compose(self, content: str, user_line: str, short: bool = False, say=None, ack: bool = True,
+                keep=()) -> str:
         """``content`` (a filled answer) with an acknowledgement and a follow-on where they fit.
-        ``say`` fills a follow-on's ``{topic}``; ``short``: a brief answer gets no follow-on."""
+        ``say`` fills a follow-on's ``{topic}``; ``short``: a brief answer gets no follow-on;
+        ``keep``: the session's slot values (an en-zh value after an acknowledgement keeps its case)."""
         from .script import join_lines  # (script imports the frames; the planner imports both)
 
+        self.keep = tuple(keep)
         kind, head, rest = split_head(content, self.lang)
         negative = is_negative(content, self.lang)
         out = content
@@ -177,13 +218,20 @@ class Composer:
             if kind == "confirm" and not _ECHO.match(rest):  # "Yes, you will" keeps a yes; a yes to a
                 # request is a compliance; to a wh-question it stays as said
                 kind = {"request": "comply", "wh": None}.get(question_kind(user_line, self.lang), kind)
-            if kind in self.acks and self.rng.random() < SWAP_P:
-                out = self._join(self._choose(self.acks[kind]), rest, join_lines)
+            pool = self.acks.get(kind)
+            if isinstance(pool, dict):  # a no said with its question's verb: 不用 for "do I need", 不会 for "will it"
+                pool = pool.get(head.lower())
+            if pool and self.rng.random() < SWAP_P:
+                out = self._join(self._choose(pool), rest, join_lines)
         elif not _opens_marked(content) and self.rng.random() < ACK_P:
             q = question_kind(user_line, self.lang)
             k = "comply" if (q == "request" or _DONE.search(content)) and not negative else "neutral"
             out = self._join(self._choose(self.acks[k]), content, join_lines)
-        if short or out.rstrip()[-1:] in "?？" or self.rng.random() >= FOLLOW_P:
+        if self.lang == "en-zh" and out is content and kind is not None:  # its own head kept: "OK，Diagnostic ..."
+            out = content[: len(content) - len(rest)] + lower_head(rest, keep)
+        asks = asks_user(content, self.lang)
+        self.composed[_bare(out)] = (asks, None)
+        if short or asks or self.rng.random() >= FOLLOW_P:
             return out
         bad = kind == "bad_news" or _regrets(content, self.lang)  # "No ads, ..." is good news
         f = self._choose(self.follow["bad_news" if bad else "any"])
@@ -192,9 +240,26 @@ class Composer:
                 return out
             f = say(f)
         longer = out + (" " if self.lang == "en" or out[-1:].isascii() and f[:1].isascii() else "") + f
-        return longer if word_count(longer) <= max(MAX_WORDS, word_count(content)) else out
+        if word_count(longer) > max(MAX_WORDS, word_count(content)):
+            return out
+        if f.rstrip()[-1:] in "?？":
+            self.composed[_bare(longer)] = (False, "more" if _MORE.search(f) else "offer")
+        return longer
 
-    def closing(self, text: str) -> str:
+    def open_question(self, text: str) -> str | None:
+        """What a system line leaves open for the user's next turn: None (nothing), ``offer`` or
+        ``more`` (it ends with a follow-on question this composer added: "Shall I note that down?",
+        "Anything else?", which a "no thanks" answers), or ``content`` (the answer itself asks
+        something only an answer with content can settle: "tell me the new number")."""
+        bare = _bare(text)
+        ends = [out for out in self.composed if bare.endswith(out)]  # a dispreferred answer: "well, um," before it
+        if ends:
+            out = max(ends, key=len)
+            asks, kind = self.composed[out]
+            return "content" if asks or asks_user(bare[: len(bare) - len(out)], self.lang) else kind
+        return "content" if asks_user(text, self.lang) else None
+
+    def closing(self, text: str, keep=()) -> str:
         """A system closing (filled) re-said from parts: a thanks-receipt opening ("You're
         welcome") re-drawn, and its last phrase, when it is a wish ("have a good day"), replaced by
         another sign-off, or a sign-off added (the rest, what the session did, stays)."""
@@ -205,6 +270,8 @@ class Composer:
         phrases = [p.strip() for p in re.split(r"[,，]", body[: len(body) - len(end)]) if p.strip()]
         if len(phrases) > 1 and phrases[0].lower() in {h.lower() for h in c["heads"]} and self.rng.random() < SWAP_P:
             phrases[0] = self._choose(c["welcome"])
+            if self.lang == "en-zh":
+                phrases[1] = lower_head(phrases[1], keep)
         last = phrases[-1].lower()
         wish = len(phrases) > 1 and any(last.startswith(w.lower()) or w.lower() in last for w in c["wish"])
         if wish or self.rng.random() < FOLLOW_P:
@@ -231,7 +298,7 @@ class Composer:
             if word.lower() in _common_words() and word not in _KEEP_CASE and not (word.isupper() and len(word) > 1):
                 rest = rest[:1].lower() + rest[1:]
             return join_lines(ack + ",", rest, self.domain)
-        return ack + "，" + rest
+        return ack + "，" + lower_head(rest, self.keep)
 
 
 # -- the checker's rules for the pools ------------------------------------------------------------
@@ -253,7 +320,7 @@ def check_parts(raw, where: str = "_parts.yaml") -> list[str]:
             continue
         at = f"{where}: {lang}"
         for kind in ACK_KINDS:
-            for t in _paraphrases(p, "ack", kind, at, out):
+            for t in _ack_paraphrases(p, kind, at, out):
                 out += _part_problems(t, lang, f"{at}.ack.{kind}", ACK_WORDS)
                 if kind == "bad_news" and not _opens_with(t + ",", BAD_NEWS):
                     out.append(f"{at}.ack.bad_news: {t!r} does not open with an apology or a regret")
@@ -280,6 +347,21 @@ def check_parts(raw, where: str = "_parts.yaml") -> list[str]:
                 if bad:
                     out.append(f"{at}.followon_domain.{dom}: {t!r} uses {{{sorted(bad)[0]}}} (only {{topic}})")
     return out
+
+
+def _ack_paraphrases(p: dict, kind: str, at: str, out: list[str]) -> list:
+    """The acknowledgements of ``kind``: a list, or (a ``deny`` said with its question's verb) a
+    mapping from each of its heads to a list; a key that is not one of the kind's heads is a problem."""
+    pool = (p.get("ack") or {}).get(kind)
+    if not isinstance(pool, dict):
+        return _paraphrases(p, "ack", kind, at, out)
+    heads = {h.lower() for h in (p.get("heads") or {}).get(kind) or []}
+    lines = []
+    for head, sub in pool.items():
+        if str(head).lower() not in heads:
+            out.append(f"{at}.ack.{kind}: {head!r} is not one of heads.{kind}")
+        lines += _paraphrases({"ack": pool}, "ack", head, f"{at}.{kind}", out)
+    return lines
 
 
 def _paraphrases(p: dict, section: str, kind: str, at: str, out: list[str]) -> list:

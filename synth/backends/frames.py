@@ -156,6 +156,8 @@ class Delegation(Model):
     result: Texts = Field(min_length=1)
     failure: Texts = Field(min_length=1)
     supersede: list[Supersede] = Field(default_factory=list)
+    settles: list[int] = Field(default_factory=list, description="the frame's follow-ups (by index) that this "
+                               "task's request or result answers: not asked once it was asked for")
 
 
 class SideTalk(Model):
@@ -217,6 +219,10 @@ class Frame(Model):
             for t in d.result + d.ack:
                 if not fields(t):
                     raise ValueError(f"delegations[{d.tool}]: {t!r} names none of the task's slots")
+            bad = [i for i in d.settles if not 0 <= i < len(self.followups)]
+            if bad:
+                raise ValueError(f"delegations[{d.tool}].settles: no follow-up {bad[0]} (the frame has "
+                                 f"{len(self.followups)})")
         body = self.model_dump(include={"request", "followups", "new_requests", "dictation", "topic"})
         for where, text in _texts(body):
             _need_known(text, known, where)
@@ -239,19 +245,32 @@ class Frame(Model):
         return self
 
 
+class Closing(Model):
+    """The user's goodbye and the system's; ``frames``: the only frames it fits (what it says,
+    "your account is secure", is about them), drawn only when the session ends on one of them."""
+
+    user: str
+    system: str
+    frames: list[str] = Field(default_factory=list)
+
+
 class LanguageBlock(Model):
     openings: Texts = Field(min_length=3)
-    closings: list[dict[str, str]] = Field(min_length=3)
+    closings: list[Closing] = Field(min_length=3)
     self_talk: Texts = Field(min_length=3)
     side_talk: list[SideTalk] = Field(min_length=4)
     frames: list[Frame] = Field(min_length=4)
 
-    @field_validator("closings")
-    @classmethod
-    def _closing(cls, v):
-        if any(set(c) != {"user", "system"} for c in v):
-            raise ValueError("each closing is {user, system}")
-        return v
+    @model_validator(mode="after")
+    def _closing_frames(self):
+        ids = {f.id for f in self.frames}
+        for i, c in enumerate(self.closings):
+            bad = [f for f in c.frames if f not in ids]
+            if bad:
+                raise ValueError(f"closings[{i}].frames: no frame {bad[0]!r} in this block")
+        if all(c.frames for c in self.closings):
+            raise ValueError("closings: want at least one that fits any frame (without frames)")
+        return self
 
 
 class DomainFile(Model):
@@ -345,6 +364,8 @@ def speech_problems(block: dict, lang: str) -> list[str]:
     sample = {"user": SAMPLE_NAME[lang], "topic": fill(frames[0].get("topic", ""), sample) or "x"}
     for key in ("openings", "self_talk", "side_talk", "closings"):
         for where, text in _texts(block.get(key, []), key):
+            if re.search(r"\.frames\[\d+\]$", where):  # a closing's frame ids, not speech
+                continue
             try:
                 spoken = fill(text, sample)
             except (KeyError, IndexError, ValueError):
@@ -481,6 +502,7 @@ def check_file(path: Path) -> list[str]:
         out += [f"{path}: {lang}.{p}" for p in speech_problems(raw[lang], lang)]
         out += [f"{path}: {lang}.{p}" for p in glue_problems(raw[lang], lang)]
         out += [f"{path}: {lang}.{p}" for p in volunteer_problems(raw[lang])]
+        out += [f"{path}: {lang}.{p}" for p in answer_shaped_problems(raw[lang])]
     return out
 
 
@@ -534,6 +556,26 @@ def volunteer_problems(block: dict) -> list[str]:
                     slot = sorted(fields(lines[0]) - known)[0]
                     out.append(f"frames[{frame.get('id')}].{key}[{i}].user: every line names {{{slot}}}, which "
                                f"the request does not establish (add a line that asks without it)")
+    return out
+
+
+_ANSWER_SHAPED = re.compile(r"(?:^|[，,。.!?？] ?|[说讲])(?:是|it's|it is)\s*(?:因为)?(?:for )?(?:a |an |the )?\{(?!old\}|new\})"
+                            r"|\b(?:tell|say)\b[^.?!]*\bit's (?:for )?(?:a |an |the )?\{", re.I)
+"""A request clause shaped as an answer ("..., it's for {reason}", 跟学校说是{reason}): it answers a
+question nobody asked ("what's the reason?"); the request says the detail as part of what it asks."""
+
+
+def answer_shaped_problems(block: dict) -> list[str]:
+    """No delegation request answers a question nobody asked (issue 32): "Please send it, it's for
+    a music exam" after talk about the pickup volunteers the reason; "Can you send the office a
+    note that Noah is leaving early for a music exam?" asks for the task with it."""
+    out = []
+    for frame in block.get("frames") or []:
+        for d in (frame or {}).get("delegations") or []:
+            for t in (d or {}).get("user") or []:
+                if isinstance(t, str) and _ANSWER_SHAPED.search(t):
+                    out.append(f"frames[{frame.get('id')}].delegations[{d.get('tool')}].user: {t!r} answers a "
+                               f"question nobody asked (say the detail as part of the request)")
     return out
 
 

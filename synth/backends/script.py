@@ -20,7 +20,7 @@ import numpy as np
 from ..schema.seed import ScenarioSeed
 from .compose import Composer
 from .content import BUILTIN, Library
-from .frames import Delegation, Frame, Unit, _texts, common_content, domain_content, fill
+from .frames import Delegation, Frame, Unit, _texts, common_content, domain_content, fields, fill
 from .values import draw_other, draw as generate
 
 CONTENT_VERSION = "frames-v2"
@@ -48,6 +48,22 @@ def _article(m: re.Match) -> str:
     return f"{a}{'n' if vowel else ''} {word}"
 
 
+def mid_line(value: str) -> str:
+    """A listed value as it is said inside a line: one written in sentence case for the start of a
+    line ("Electric kettle", "Insurance company": a common English word, then lower case words)
+    goes on in lower case ("好，electric kettle 的 stock check ..."); a name ("Middle Road", "Sushi
+    Kaito", "Kopi") is left as written. A line that starts with a value gets its capital back."""
+    from .compose import _common_words
+
+    words = value.split()
+    first = re.fullmatch(r"[A-Z][a-z']+", words[0]) if words else None
+    if len(words) < 2 or not first or words[0].lower() not in _common_words():
+        return value
+    if any(re.search(r"[A-Z]", w) for w in words[1:]):
+        return value
+    return value[:1].lower() + value[1:]
+
+
 def _line(text: str, values: dict[str, str], start: bool = True) -> str:
     """A template with the session's values: an article before a value agrees with it, and a line
     that starts with a value in lower case ("the Elm Street surgery has ...") gets its capital."""
@@ -55,6 +71,25 @@ def _line(text: str, values: dict[str, str], start: bool = True) -> str:
     if re.search(r"\b[Aa]n? \{", text):
         line = _A_AN.sub(_article, line)
     return line[:1].upper() + line[1:] if start and line[:1].islower() and text[:1] == "{" else line
+
+
+def said_by(frame: Frame, d: Delegation, line: str) -> Delegation | None:
+    """``d`` as the system can talk about it after the request ``line`` of another frame than the
+    session's: its acknowledgements, progress answers, results, failures and task name only those
+    that name no value of that frame or task which ``line`` does not say ("Set a five minute resting
+    timer" is not answered with "rest for the T bone"); None where one of them has none left."""
+    unsaid = (set(frame.slots) | set(d.slots)) - fields(line)
+    if fields(frame.topic) & unsaid:
+        unsaid.add("topic")
+
+    def fits(text: str) -> bool:
+        return not fields(text) & unsaid
+
+    kept = {"ack": [t for t in d.ack if fits(t)], "result": [t for t in d.result if fits(t)],
+            "failure": [t for t in d.failure if fits(t)], "progress": [p for p in d.progress if fits(p.system)]}
+    if not fits(d.task) or not all(kept.values()):
+        return None
+    return d.model_copy(update=kept)
 
 
 @dataclass
@@ -66,12 +101,19 @@ class Task:
     frame_id: str = ""
     user: list[str] = field(default_factory=list)
     """The request lines that can be said here (all of them, in the task's own frame)."""
+    origin: Delegation | None = None
+    """The frame's delegation this task is (``delegation`` may keep only some of its lines)."""
 
     def __post_init__(self):
         self.user = self.user or list(self.delegation.user)
+        self.origin = self.origin or self.delegation
 
     def say(self, text: str) -> str:
         return _line(text, self.values)
+
+    def name(self) -> str:
+        """The task's name as said inside a line ("cancel {task}"): no capital added."""
+        return _line(self.delegation.task, self.values, start=False)
 
 
 @dataclass
@@ -96,6 +138,8 @@ class Script:
 
     def __post_init__(self):
         self.said: dict[str, set[int]] = {}
+        self.settled: set[tuple[str, int]] = set()
+        """``(frame id, follow-up index)`` of the follow-ups a task asked for has answered."""
         self.blk = self.content.block(self.seed.domain, self.seed.language)
         self.common = common_content()[self.seed.language]
         self.composer = Composer(self.rng, self.seed.language, self.seed.domain)
@@ -106,13 +150,13 @@ class Script:
 
     def draw(self, slots: dict) -> dict[str, str]:
         """One value per slot: a listed one, or a generated one (:mod:`.values`)."""
-        return {k: self.choose(v) if isinstance(v, list) else generate(v, self.rng, self.seed.language)
+        return {k: mid_line(self.choose(v)) if isinstance(v, list) else generate(v, self.rng, self.seed.language)
                 for k, v in slots.items()}
 
     def other_value(self, pool, old: str) -> str:
         """A value of ``pool`` other than ``old`` (a correction or a superseding request changes it)."""
         if isinstance(pool, list):
-            return self.choose([v for v in pool if v != old] or [old])
+            return mid_line(self.choose([v for v in pool if mid_line(v) != old] or [old]))
         return draw_other(pool, self.rng, self.seed.language, old)
 
     def enter(self, frame: Frame) -> None:
@@ -120,7 +164,7 @@ class Script:
         self.frame, self.values = frame, self.draw(frame.slots)
         self.values["topic"] = fill(frame.topic, self.values)
         order = self.rng.permutation(len(frame.followups))
-        self.followups = [frame.followups[int(i)] for i in order]
+        self.followups = [frame.followups[int(i)] for i in order if (frame.id, int(i)) not in self.settled]
         self.new_requests = list(frame.new_requests)
         self.dictation = list(frame.dictation)
         self.used_frames.append(frame.id)
@@ -134,7 +178,7 @@ class Script:
     def compose(self, text: str, unit: Unit, short: bool = False, ack: bool = True) -> str:
         """An answer of ``unit`` (filled) with an acknowledgement and a follow-on where they fit
         (:mod:`.compose`); ``ack=False``: the answer's own opening only (after a hesitation)."""
-        return self.composer.compose(text, unit.user[0], short, say=self.say, ack=ack)
+        return self.composer.compose(text, unit.user[0], short, say=self.say, ack=ack, keep=self.values.values())
 
     def say_on(self, text: str) -> str:
         """A piece that goes on from an earlier one (a split's tail, a list item): no capital added."""
@@ -158,6 +202,14 @@ class Script:
             return self.frame.request
         return self.followups.pop()
 
+    def settle(self, t: Task) -> None:
+        """The task ``t`` was asked for: the follow-ups its request or result answers (``settles``)
+        are not asked after it ("Are all the doors shut?" after the house check)."""
+        self.settled |= {(t.frame_id, i) for i in t.delegation.settles}
+        if self.frame is not None and t.frame_id == self.frame.id:
+            done = [self.frame.followups[i] for i in t.delegation.settles]
+            self.followups = [u for u in self.followups if not any(u is x for x in done)]
+
     def will_switch(self) -> bool:
         """Whether the next follow-up is another frame's request (this frame's follow-ups are said)."""
         return not self.followups
@@ -179,21 +231,22 @@ class Script:
         if mine:
             d = self.choose(mine)
             return Task(d, {**self.values, **self.draw(d.slots)}, self.frame.id)
-        others = [(f, d, [u for u in d.user if not _REFERS.search(u)])
-                  for f, d in tasks_of(self.blk.frames, self.seed) if d not in exclude]
-        others = [o for o in others if o[2]]
+        others = [(f, d, ways) for f, d in tasks_of(self.blk.frames, self.seed) if d not in exclude
+                  for ways in [[(line, said) for line in d.user if not _REFERS.search(line)
+                                for said in [said_by(f, d, line)] if said is not None]] if ways]
         if not others:
             return None
-        f, d, lines = self.choose(others)
+        f, d, ways = self.choose(others)
+        line, said = self.choose(ways)
         vals = self.draw(f.slots)
-        return Task(d, {**vals, "topic": fill(f.topic, vals), **self.draw(d.slots)}, f.id, lines)
+        return Task(said, {**vals, "topic": fill(f.topic, vals), **self.draw(d.slots)}, f.id, [line], origin=d)
 
 
 _STARTERS = set("""what how when where why which who whose can could would will should shall is are was were do does
 did have has please and also so okay ok sure yes yeah no actually sorry then that this these those it its the a an
 my our your we you they let leave keep put try use add turn set go just maybe any anything if there here here's
 there's it's that's we're we've we'll you're you'll you've they're they'll let's most only every all both each some
-not nothing next start take give grab check""".split())
+not nothing next start take give grab check oh by while anyway wait hang hmm um well ah""".split())
 
 
 @lru_cache(maxsize=None)

@@ -162,6 +162,16 @@ def line_kind(text: str, lang: str, dispreferred: bool = False) -> str:
     return "yes" if _opens_with(text, CONFIRMING) else "news"
 
 
+_THANKS_HEAD = re.compile(r"^(?:okay|ok|ok ok|ok lah|alright|right|fine|great|perfect|brilliant|lovely|cool|fantastic|"
+                         r"cheers|thanks|thank you|thanks 啊|thanks ah|nice|sorted|wah|好|好的|好嘞|好 lah|行|嗯|好了|"
+                         r"太好了|太棒了|谢谢|谢谢啊|可以了|行了|好的好的|好了好了|哇|不错不错)[,，]\s*", re.I)
+
+
+def _without_thanks_head(line: str) -> str:
+    """A goodbye without its opening "Great," / 好嘞，, which after a question would read as a yes."""
+    return _THANKS_HEAD.sub("", line, count=1) or line
+
+
 def _turn_words(events: list[PlannedEvent], last: PlannedEvent) -> list[PlannedWord]:
     """All words of the user turn that ends with ``last`` (its pieces linked by ``continues``)."""
     return [w for p in turn_up_to(last, {e.id: e for e in events}) for w in p.words]
@@ -552,6 +562,7 @@ class _Builder:
         if away:
             s.note_switch(req.id, s.frame.id, t.frame_id, "marked", m)
             s.switched, s.returning = t.frame_id, True  # the next line on the session's topic comes back to it
+        s.settle(t)
         if self.rng.random() < SILENT_P:
             return req, req, self.new_work(t, req)
         ack = self.add("system", "acknowledge", t.say(self.choose(t.delegation.ack)), "take", "responds_to", req,
@@ -563,7 +574,7 @@ class _Builder:
         request in flight, a cancel or a superseding request; then the results as they come."""
         s = self.script
         t = s.task()
-        used = [t.delegation]
+        used = [t.origin]
         _, last, w = self.delegate(t, after)
         pending = [w]
         if self.rate("progress_question"):
@@ -577,7 +588,7 @@ class _Builder:
             r = self.rng.random()
             t2 = s.task(exclude=used)
             if r < 0.35 and t2 is not None:  # a second request while the first runs
-                used.append(t2.delegation)
+                used.append(t2.origin)
                 _, last, w2 = self.delegate(t2, last, tags=["continue_while_working"])
                 pending.append(w2)
             elif r < 0.65 and self.tp:
@@ -592,7 +603,7 @@ class _Builder:
         if self.rate("stale_result_dropped"):
             sup = t.delegation.supersede
             if self.rng.random() < 0.5 or not sup:
-                task = t.say(t.delegation.task)
+                task = t.name()
                 c = self.add("user", "cancel_request", fill(self.pickc("cancel"), {"task": task}), "take",
                              "responds_to", last, ["stale_result_dropped"], work_id=w.work_id)
                 last = self.add("system", "cancel_ack", fill(self.pickc("cancel_ack"), {"task": task}), "take",
@@ -618,6 +629,24 @@ class _Builder:
                             item.work_id, ["result_at_silence_gap"], work_id=item.work_id)
         return last
 
+    def closing(self, last: PlannedEvent) -> None:
+        """The user's goodbye and the system's, drawn from those that fit the frame the session is
+        on; after a follow-on question ("Shall I note that down?") the goodbye answers it first ("No
+        thanks, ..."), and after a line that asks for something only content answers ("tell me the
+        new number") there is none: a goodbye would leave it unanswered."""
+        s = self.script
+        open_q = s.composer.open_question(last.text) if last.speaker == "system" else None
+        if open_q == "content":
+            return
+        c = self.choose([c for c in s.blk.closings if not c.frames or s.frame.id in c.frames])
+        line = s.say(c.user)
+        if open_q is not None:
+            line = join_lines(self.pickc("decline_offer" if open_q == "offer" else "decline_more"),
+                              _without_thanks_head(line), self.seed.domain)
+        bye = self.add("user", "closing", line, "take", "responds_to", last)
+        self.add("system", "closing", s.composer.closing(s.say(c.system), s.values.values()), "take", "responds_to", bye,
+                 ["closing_sequence"])
+
     def build(self) -> Plan:
         s = self.script
         n = max(2, int(self.seed.exchanges.sample(self.rng)))
@@ -632,10 +661,7 @@ class _Builder:
         for i in range(1, n):
             last = self.delegation(last) if i == delegate_at else self.exchange(last)
         if self.rate("closing_sequence"):
-            c = self.choose(s.blk.closings)
-            bye = self.add("user", "closing", s.say(c["user"]), "take", "responds_to", last)
-            self.add("system", "closing", s.composer.closing(s.say(c["system"])), "take", "responds_to", bye,
-                     ["closing_sequence"])
+            self.closing(last)
         return Plan(session_id=self.session_id, scenario_id=self.seed.id, language=self.seed.language,
                     planner=ScriptedPlanner.name, events=self.events, work=self.work,
                     planner_meta=s.log)
