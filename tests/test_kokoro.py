@@ -191,3 +191,23 @@ def test_auto_precision_follows_the_cpu(monkeypatch):
     for vnni, graph in ((True, "int8"), (False, "float32")):
         monkeypatch.setattr(k, "has_vnni", lambda vnni=vnni: vnni)
         assert KokoroTTS(precision="auto").load().graph == graph
+
+
+def test_a_line_of_several_sentences_is_said_in_calls_of_whole_sentences():
+    """``call_tokens`` (pipelines default 100): a call's memory grows with its audio, so a long line
+    is split at sentence ends, never inside a sentence; every word still gets its time, in order."""
+    from synth.backends.kokoro import sentences
+
+    text = ("Yes, for a payment you didn't make, we put the eighteen pounds back into your account, and then "
+            "we take it up with the shop ourselves. Tell me when you first noticed it. 好的，我现在就帮你冻结这张卡。")
+    words = tokenize(text)
+    cut = sentences(words)
+    assert [w.text for w in cut[0]][-1] == "ourselves." and len(cut) == 3
+    whole, split = KokoroTTS(precision="int8").load(), KokoroTTS(precision="int8", call_tokens=100).load()
+    assert len(whole._chunks(words)) == 1
+    calls = split._chunks(words)
+    # the first sentence alone is over 100 tokens; the two short ones share a call
+    assert [[w for w, _ in c] for c in calls] == [cut[0], cut[1] + cut[2]]
+    r = split.synthesize(words, V, 16000)
+    _check_times(r, words, 16000)
+    assert abs(len(r.audio) - len(whole.synthesize(words, V, 16000).audio)) < 0.15 * len(r.audio)

@@ -228,6 +228,20 @@ class _Phonemizer:
         return (ps or "").strip()
 
 
+SENTENCE_END = (".", "?", "!", "。", "？", "！", "…")
+
+
+def sentences(words: list[PlannedWord]) -> list[list[PlannedWord]]:
+    """``words`` cut after each word that ends a sentence (closing quotes and brackets aside)."""
+    out, cur = [], []
+    for w in words:
+        cur.append(w)
+        if w.text.rstrip("\"'”’)）」』").endswith(SENTENCE_END):
+            out.append(cur)
+            cur = []
+    return out + [cur] if cur else out
+
+
 class KokoroTTS:
     """Kokoro engine. ``voice.variant`` names a pool identity (``pool-07``) or a style in the
     voices file (``af_heart``); ``voice.rate_wpm / 170`` is the speed."""
@@ -239,9 +253,9 @@ class KokoroTTS:
                  pool_size: int = 20, pool_seed: int = 0, pool_base: list[str] | None = None,
                  threads: int = 1, trim_rel_db: float = -40.0, cache: SynthCache | None = None,
                  device: str = "auto", code_switch: str = "runs", english_g2p: str = "misaki",
-                 precision: str = "float32"):
+                 precision: str = "float32", call_tokens: int = MAX_TOKENS):
         self.model_path, self.voices_path = model_path, voices_path
-        self.precision = precision
+        self.precision, self.call_tokens = precision, min(call_tokens, MAX_TOKENS)
         self.pool_size, self.pool_seed, self.pool_base = pool_size, pool_seed, pool_base
         self.threads, self.trim_rel_db, self.cache, self.device = threads, trim_rel_db, cache, device
         self.code_switch, self.english_g2p = code_switch, english_g2p
@@ -356,6 +370,8 @@ class KokoroTTS:
                   "pool_base": self.pool_base, "v": 1}
         if self.english_g2p != "espeak":
             params["english_g2p"] = self.english_g2p
+        if self.call_tokens < MAX_TOKENS:
+            params["call_tokens"] = self.call_tokens
         key = SynthCache.key(self.name, self.model_digest, voice, words, params) if self.cache else None
         if key is not None and (hit := self.cache.get(key)) is not None:
             return hit
@@ -375,15 +391,22 @@ class KokoroTTS:
         return r
 
     def _chunks(self, words: list[PlannedWord]) -> list[list[tuple[PlannedWord, list[int]]]]:
-        """Words with their tokens, grouped so that each model call stays under MAX_TOKENS."""
+        """Words with their tokens, grouped into model calls: whole sentences up to ``call_tokens``
+        tokens per call (a call's memory grows with its audio), a longer sentence alone, and
+        nothing over MAX_TOKENS (split between words)."""
         chunks, cur, n = [], [], 0
-        for w in words:
-            toks = self._g2p.tokens(w)[:MAX_TOKENS - 1]
-            if cur and n + len(toks) + 1 > MAX_TOKENS:
+        for sentence in sentences(words):
+            toks = [self._g2p.tokens(w)[:MAX_TOKENS - 1] for w in sentence]
+            size = sum(len(t) + 1 for t in toks)
+            if cur and n + size > self.call_tokens:
                 chunks.append(cur)
                 cur, n = [], 0
-            cur.append((w, toks))
-            n += len(toks) + 1
+            for w, t in zip(sentence, toks):
+                if cur and n + len(t) + 1 > MAX_TOKENS:
+                    chunks.append(cur)
+                    cur, n = [], 0
+                cur.append((w, t))
+                n += len(t) + 1
         chunks.append(cur)
         if not any(t for c in chunks for _, t in c):
             raise SessionReject("render", "tts_unsupported_text",

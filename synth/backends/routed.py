@@ -31,7 +31,7 @@ def build_engine(cfg, trim_rel_db: float) -> TTSEngine:
 
         return KokoroTTS(cfg.model_path, cfg.voices_path, cfg.pool_size, cfg.pool_seed, cfg.pool_base,
                          cfg.threads, trim_rel_db, cache, cfg.device, cfg.code_switch, cfg.english_g2p,
-                         cfg.precision)
+                         cfg.precision, cfg.call_tokens)
     if isinstance(cfg, PiperConfig):
         from .piper import PiperTTS
 

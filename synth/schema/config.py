@@ -105,6 +105,10 @@ class KokoroConfig(_NeuralVoices):
         default="float32", description="float32: the int8 model's weights dequantized into a float graph (made once, "
                                        "cached); int8: the model as shipped; auto: int8 where the CPU has VNNI")
     english_g2p: Literal["espeak", "misaki"] = Field(default="misaki", description="English phonemes: misaki's lexicon (eSpeak for words it lacks) or eSpeak IPA")
+    # a call's memory grows ~16 MB per second of audio (README "Performance"): a line of several
+    # sentences is said in calls of whole sentences up to this many phoneme tokens (~8 s)
+    call_tokens: int = Field(default=100, ge=32, le=500, description="phoneme tokens per model call: a longer line "
+                                                                     "is split at sentence ends (one sentence stays whole)")
 
 
 class PiperConfig(_NeuralVoices):
