@@ -184,7 +184,7 @@ class GroupBuilder:
                    self.rate("name_in_human_exchange") and self.can_ask() else -1)
         while 0 < wake_at <= len(lines) - 1 and _asks(lines[wake_at - 1]):
             wake_at += 1  # a question between people is answered before anyone turns to the assistant
-        ev = after
+        ev, talked_over = after, False
         for j, (line, who) in enumerate(zip(lines, speakers)):
             if j == wake_at:
                 caller = self.choose(self.others(speakers[j - 1], addressing=True) or self.addressers)
@@ -193,7 +193,10 @@ class GroupBuilder:
             if j == 0:
                 rel = "addresses_other"
                 to = "group" if chat.to == "group" else to
-            elif self.scene.overlaps and self.rate("people_overlap") and len(ev.words) >= 4:
+            elif (self.scene.overlaps and not talked_over and self.rate("people_overlap")
+                  and len(ev.words) >= 4):  # one per chat: the same "wait, hang on" twice read as a loop,
+                # and an overlap right after one's own could not be placed (interrupt_unplaceable)
+                talked_over = True
                 # someone else talks over the line before, then this line goes on after it
                 over = self.choose(self.others(who, ev.person) or self.others(ev.person))
                 self.add(over, "overlap", self.say(self.wording(self.scene.overlaps), a=self.names[ev.person]),
