@@ -100,13 +100,6 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def _ppid(pid: int) -> int:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return -1
-
-
 def role(pid: int, parent_cmd: str, driver: int, cmd: str) -> str:
     """What a process of the run is: the driver, a pool worker (a fork of the driver: same
     command line; or a child of the fork server), a Ray worker, or something else (Ray's daemons, multiprocessing's helpers)."""
@@ -117,7 +110,9 @@ def role(pid: int, parent_cmd: str, driver: int, cmd: str) -> str:
     if cmd == parent_cmd:
         return "pool-worker"
     if "multiprocessing.forkserver" in cmd:  # start_method forkserver: the server, and the workers it forks
-        return "forkserver" if _ppid(pid) == driver else "pool-worker"
+        from synth.executor.run import parent_pid
+
+        return "forkserver" if parent_pid(pid) == driver else "pool-worker"
     name = os.path.basename(cmd.split(" ", 1)[0]) if cmd else "?"
     for known in ("raylet", "gcs_server", "dashboard", "log_monitor", "monitor.py", "resource_tracker"):
         if known in cmd:

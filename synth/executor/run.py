@@ -343,16 +343,19 @@ def _die_with(driver_pid: int | None, sig: int) -> None:
         os._exit(128 + int(sig))
 
 
+def parent_pid(pid: int) -> int | None:
+    """The parent of process ``pid`` as ``/proc/<pid>/stat`` says (None where it cannot be read)."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])  # the field after the state
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _ancestors(depth: int) -> list[int]:
     """This process's parent, its parent's parent, ... (``depth`` of them): a forkserver's worker
     has the fork server between it and the driver."""
-    out, pid = [], os.getpid()
-    for _ in range(depth):
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            return out + [os.getppid()] if not out else out
-        pid = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state: ppid
+    out, pid = [os.getppid()], os.getppid()
+    while len(out) < depth and (pid := parent_pid(pid)) is not None:
         out.append(pid)
     return out
 
