@@ -48,7 +48,7 @@ frames_app = typer.Typer(no_args_is_help=True, help="Content frames of the offli
 @frames_app.command("check")
 def frames_check(files: list[Path] = typer.Argument(..., help="Domain files, built-in or of a content folder.")) -> None:
     """Check frame files (python -m synth.backends.frames FILE...); exit 1 on any problem."""
-    from .backends.frames import main as check_main
+    from .backends.frame_checks import main as check_main
 
     if check_main([str(f) for f in files]):
         raise typer.Exit(1)

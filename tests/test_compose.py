@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from synth.backends.compose import Composer, check_parts, is_negative, parts, question_kind, split_head
-from synth.backends.frames import check_file
+from synth.backends.frame_checks import check_file
 from synth.backends.scripted_planner import BAD_NEWS, _opens_with
 from synth.backends.values import (GenSpec, draw, en_number, names, parse_en_number, parse_zh_number, samples,
                                    zh_number)

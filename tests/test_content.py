@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from synth.backends.frames import LANGS, check_file, common_content, domain_content, domains
+from synth.backends.frame_checks import check_file
+from synth.backends.frames import LANGS, common_content, domain_content, domains
 from synth.backends.scripted_planner import ScriptedPlanner
 from synth.backends.values import GenSpec
 from synth.inspection.diversity import TARGETS, diversity, plan_utterances

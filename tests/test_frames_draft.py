@@ -22,7 +22,8 @@ import yaml
 from chat_server import ChatServer, Replay, Reply
 from helpers import ROOT, synth
 from synth.backends.content import BUILTIN, load_library
-from synth.backends.frames import AddedFile, check_file, fill
+from synth.backends.frame_checks import check_file
+from synth.backends.frames import AddedFile, fill
 from synth.errors import UserError
 
 CASE = ROOT / "tests" / "data" / "frames_draft" / "pharmacy-en"

@@ -17,8 +17,9 @@ import yaml
 
 from synth.backends.compose import Composer, _common_words, asks_user, is_negative, parts, split_head
 from synth.backends.content import BUILTIN
-from synth.backends.frames import (_ANSWER_SHAPED, answer_shaped_problems, check_file, common_content, domains,
-                                   glue_problems, picks_up, volunteer_problems)
+from synth.backends.frame_checks import (_ANSWER_SHAPED, answer_shaped_problems, check_file, glue_problems, picks_up,
+                                         volunteer_problems)
+from synth.backends.frames import common_content, domains
 from synth.backends.scripted_planner import ScriptedPlanner, line_kind
 from synth.io.config_files import load_seed
 from synth.rng import stream

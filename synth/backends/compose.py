@@ -116,7 +116,7 @@ def is_negative(text: str, lang: str) -> bool:
     """Whether an answer brings bad news (opens with an apology or a no, or declines, regrets,
     reports something full, closed, failed): then only a neutral acknowledgement, and a follow-on
     that offers an alternative. Set phrases that only look negative ("no problem", 没问题) do not count."""
-    from .scripted_planner import BAD_NEWS, _opens_with
+    from .line_kinds import BAD_NEWS, _opens_with
 
     text = _NOT_NEGATIVE.sub(" ", text)
     return _opens_with(text, BAD_NEWS) or bool((_NEG_EN if lang == "en" else _NEG_ZH).search(text))
@@ -173,7 +173,7 @@ def lower_head(text: str, keep=()) -> str:
 
 def _opens_marked(text: str) -> bool:
     """Whether an answer opens with its own yes or apology ("Sorry 给你添麻烦了，..."): no ack before it."""
-    from .scripted_planner import BAD_NEWS, CONFIRMING, _opens_with
+    from .line_kinds import BAD_NEWS, CONFIRMING, _opens_with
 
     return _opens_with(text, BAD_NEWS) or _opens_with(text, CONFIRMING)
 
@@ -307,8 +307,9 @@ def check_parts(raw, where: str = "_parts.yaml") -> list[str]:
     of the frames (language, markup, digits), sizes, only ``{topic}`` as a field, and agreement:
     a ``bad_news`` ack opens with an apology or a regret, a ``confirm`` one with a yes, a ``comply``
     or ``confirm`` one says no 'no' or 'not', a follow-on for any answer offers nothing regretful."""
-    from .frames import _line_problems, domains, fields
-    from .scripted_planner import BAD_NEWS, CONFIRMING, _opens_with
+    from .frame_checks import _line_problems
+    from .frames import domains, fields
+    from .line_kinds import BAD_NEWS, CONFIRMING, _opens_with
 
     if not isinstance(raw, dict):
         return [f"{where}: not a mapping of languages"]
@@ -393,7 +394,8 @@ def _closing_problems(p: dict, lang: str, at: str) -> list[str]:
 
 
 def _part_problems(text, lang: str, where: str, size: tuple[int, int]) -> list[str]:
-    from .frames import _line_problems, fields
+    from .frame_checks import _line_problems
+    from .frames import fields
 
     if not isinstance(text, str) or not text.strip():
         return [f"{where}: {text!r} is not a line"]

@@ -19,7 +19,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from ..errors import UserError
-from .frames import AddedFile, Frame, LanguageBlock, added_problems, block
+from .frame_checks import added_problems
+from .frames import AddedFile, Frame, LanguageBlock, block
 
 MAX_FOLDERS = 16
 """Content folders one pipeline may name (``PipelineConfig.content``)."""

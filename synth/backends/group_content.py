@@ -67,7 +67,8 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from ..errors import UserError
 from ..schema.common import Model
-from .frames import LANGS, _line_problems, _texts, fields, fill
+from .frame_checks import _line_problems
+from .frames import LANGS, _texts, fields, fill
 
 PLANNER_FIELDS = {"a", "b", "c", "system", "asker", "request"}
 """Fields the group planner fills: speakers' names, the assistant's name, the one who asked."""

@@ -33,9 +33,11 @@ from .frames import Unit, fields, fill
 from .group_content import group_block
 from .group_planner import GroupBuilder
 from .long_group import LongGroupBuilder, check_long_seed
-from .script import Script, Task, join_lines, tasks_of
+from .line_kinds import BAD_NEWS, CONFIRMING, _opens_with, line_kind, without_thanks_head
+from .script import Script, join_lines, tasks_of
+from .scripted_work import Delegating
 
-__all__ = ["ScriptedPlanner", "tokenize", "SUPPORTED"]
+__all__ = ["ScriptedPlanner", "tokenize", "SUPPORTED", "line_kind", "BAD_NEWS", "CONFIRMING", "_opens_with"]
 
 SUPPORTED = set(REGISTRY)
 """Every registry item: planned here, or added by the paralinguistic pass, or (latched start,
@@ -58,8 +60,6 @@ LONG_VARIANTS = {"barge_in_new_request", "correction_negation", "topic_switch", 
 SPLIT_VARIANTS = ("long_thinking_pause", "trailing_conjunction", "list_dictation", "complete_sounding_pause",
                   "phrase_boundary_pause")
 ROUTINE_P = 0.25  # share of later exchanges that are routine requests (negatives for delegation)
-FAILURE_P = 0.12  # share of work items whose backend fails
-SILENT_P = 0.15  # share of delegations opened silently, without a spoken acknowledgement
 SHORT_P = 0.35  # share of plain answers given in their short form, where the unit has one
 READDRESS_P = 0.5  # share of returns after side talk that say "sorry, where were we" after picking up the reply
 
@@ -117,67 +117,15 @@ def _check_group_seed(seed: ScenarioSeed, where: str) -> None:
 
 
 
-# How an answer opens when it confirms what the user said or asked, and when it brings bad news
-# (English words lower-cased; Chinese by prefix)
-CONFIRMING = ({"yes", "yeah", "yep", "right", "exactly", "correct", "sure", "absolutely", "definitely", "indeed"},
-              ("对", "是的", "没错", "可以", "当然", "确实", "就是"))
-BAD_NEWS = ({"sorry", "unfortunately", "afraid", "sadly", "no", "nope"},
-            ("不好意思", "抱歉", "对不起", "恐怕", "可惜", "很遗憾", "没有", "不行", "不能", "真不好意思", "很抱歉",
-             "实在不好意思", "真的 sorry", "真的sorry"))
-
-
-def _opens_with(text: str, marks: tuple[set[str], tuple[str, ...]]) -> bool:
-    """Whether ``text`` opens with one of ``marks``: its first English word, or its second after a
-    lead-in ("Oh, sorry", "I'm afraid", "Well, yes"), or its first Chinese characters."""
-    words, prefixes = marks
-    head = text.strip().lstrip("嗯呃哦，,.… ")
-    first = [w.strip(",.!?;:'\"").lower() for w in re.split(r"[\s，、。！？]+", head)[:2]]
-    lead_in = first[:1] in (["oh"], ["well"], ["i'm"], ["um"], ["hmm"], ["ah"])
-    return bool(first) and (first[0] in words or (lead_in and first[1:] and first[1] in words)) \
-        or head.startswith(prefixes)
-
-
-_INSTRUCTION_EN = re.compile(
-    r"(?:^|[,.;] )(?:(?:so|and|then|now|first|next|after that|just),? )?(?:first|then|next|try|make sure|keep|put|add|"
-    r"turn|press|hold|open|go|take|use|leave|unplug|plug|switch|fill|pour|stir|remove|wait|tap|click|select|bring|"
-    r"don't|do not|remember|you'll need|you need|you should|you can|you could|fry|brown|cook|bake|mix|rinse|"
-    r"restart|reset|check|give|let it|bring|cover|store|avoid|call|book|pick)\b", re.I)
-_INSTRUCTION_ZH = re.compile(r"先.{0,30}(然后|再)|(^|[，。；、])(先|然后|再|记得|别忘了|千万别|不要|别|把|试试|您可以|你可以|"
-                             r"您先|你先|点一下|按一下|打开|关掉|拔掉|插上|去|带上|放进|倒进|加|最好|跟着|照着?|沿着|直接|"
-                             r"提前|记住|注意|换上|擦|往.{0,4}(走|开|拐))")
-
-
-def line_kind(text: str, lang: str, dispreferred: bool = False) -> str:
-    """What a system line is to its listener, for the backchannel that follows it: ``bad_news``
-    (declined, regretted, full, failed; or said with a dispreferred hesitation), ``yes`` (opens by
-    confirming; not an instruction), ``instruction`` (steps or advice to follow: "first ..., then
-    ...", 先……再……) or ``news`` (anything else that informs)."""
-    from .compose import is_negative
-
-    if dispreferred or is_negative(text, lang):
-        return "bad_news"
-    if (_INSTRUCTION_EN if lang == "en" else _INSTRUCTION_ZH).search(text) or (
-            lang == "en-zh" and _INSTRUCTION_EN.search(text)):
-        return "instruction"  # "Sure, brown the onions first": the listener takes it in ("okay"), no "oh nice"
-    return "yes" if _opens_with(text, CONFIRMING) else "news"
-
-
-_THANKS_HEAD = re.compile(r"^(?:okay|ok|ok ok|ok lah|alright|right|fine|great|perfect|brilliant|lovely|cool|fantastic|"
-                         r"cheers|thanks|thank you|thanks 啊|thanks ah|nice|sorted|wah|好|好的|好嘞|好 lah|行|嗯|好了|"
-                         r"太好了|太棒了|谢谢|谢谢啊|可以了|行了|好的好的|好了好了|哇|不错不错)[,，]\s*", re.I)
-
-
-def _without_thanks_head(line: str) -> str:
-    """A goodbye without its opening "Great," / 好嘞，, which after a question would read as a yes."""
-    return _THANKS_HEAD.sub("", line, count=1) or line
-
-
 def _turn_words(events: list[PlannedEvent], last: PlannedEvent) -> list[PlannedWord]:
     """All words of the user turn that ends with ``last`` (its pieces linked by ``continues``)."""
     return [w for p in turn_up_to(last, {e.id: e for e in events}) for w in p.words]
 
 
-class _Builder:
+class _Builder(Delegating):
+    """One session's skeleton and lines: the exchanges, their answers and interruptions, the
+    delegations (:class:`Delegating`) and the closing."""
+
     def __init__(self, seed: ScenarioSeed, session_id: str, rng: np.random.Generator, content: Library = BUILTIN):
         self.seed, self.session_id, self.rng = seed, session_id, rng
         self.rates = seed.rates
@@ -533,102 +481,6 @@ class _Builder:
             return int(ends[int(self.rng.integers(len(ends)))])
         return int(self.rng.integers(lo, hi))
 
-    # -- delegation ------------------------------------------------------------------------
-    def new_work(self, t: Task, opener: PlannedEvent) -> PlannedWork:
-        d = t.delegation
-        fails = self.rng.random() < FAILURE_P
-        w = PlannedWork(work_id=f"w{len(self.work) + 1}", tool=d.tool, objective=t.say(d.objective),
-                        result_text=t.say(self.choose(d.failure if fails else d.result)), opened_by=opener.id,
-                        outcome="failure" if fails else "success")
-        self.work.append(w)
-        self.script.log["work"][w.work_id] = {k: v for k, v in sorted(t.values.items()) if k != "topic"}
-        return w
-
-    def update_work(self, work_id: str, **changes) -> None:
-        """A work item as the talk after it fills it in: its progress note, what cancelled it."""
-        i = next(i for i, w in enumerate(self.work) if w.work_id == work_id)
-        self.work[i] = self.work[i].model_copy(update=changes)
-
-    def delegate(self, t: Task, after: PlannedEvent, act="delegate_request", text: str | None = None, tags=()):
-        """Request, then the spoken ack that opens the work item (or, sometimes, no ack: the
-        system opens the item silently after the request, R6). A task of another frame than the
-        one talked about is asked for as a new topic ("By the way, ..."), and the talk after it
-        goes back to the topic marked the same way."""
-        s = self.script
-        away = text is None and t.frame_id != s.frame.id
-        m = self.pickc("topic_marker") if away else ""
-        req = self.add("user", act, text or self.marked(m, t.say(self.choose(t.user))), "take", "responds_to", after,
-                       list(tags))
-        if away:
-            s.note_switch(req.id, s.frame.id, t.frame_id, "marked", m)
-            s.switched, s.returning = t.frame_id, True  # the next line on the session's topic comes back to it
-        s.settle(t)
-        if self.rng.random() < SILENT_P:
-            return req, req, self.new_work(t, req)
-        ack = self.add("system", "acknowledge", t.say(self.choose(t.delegation.ack)), "take", "responds_to", req,
-                       ["delegate_with_ack"])
-        return req, ack, self.new_work(t, ack)
-
-    def delegation(self, after: PlannedEvent) -> PlannedEvent:
-        """Request, ack and private span; talk while it runs; maybe a progress question, a second
-        request in flight, a cancel or a superseding request; then the results as they come."""
-        s = self.script
-        t = s.task()
-        used = [t.origin]
-        _, last, w = self.delegate(t, after)
-        pending = [w]
-        if self.rate("progress_question"):
-            p = self.choose(t.delegation.progress)
-            q = self.add("user", "progress_question", self.pickc("progress_question"), "take", "responds_to", last,
-                         ["progress_question"])
-            last = self.add("system", "progress_answer", t.say(p.system), "take", "responds_to", q,
-                            work_id=w.work_id)
-            self.update_work(w.work_id, progress_text=t.say(p.note), progress_by=last.id)
-        if self.rate("continue_while_working"):
-            r = self.rng.random()
-            t2 = s.task(exclude=used)
-            if r < 0.35 and t2 is not None:  # a second request while the first runs
-                used.append(t2.origin)
-                _, last, w2 = self.delegate(t2, last, tags=["continue_while_working"])
-                pending.append(w2)
-            elif r < 0.65 and self.tp:
-                last = self.side_talk(last, tags=["continue_while_working"])
-            else:
-                unit = s.next_followup()
-                m = self.marker()
-                q = self.add("user", "followup", self.marked(m, self.user_line(unit)), "take", "responds_to",
-                             last, ["continue_while_working"])
-                self.note(q, m)
-                last = self.add("system", "answer", self.answer_text(unit), "take", "responds_to", q)
-        if self.rate("stale_result_dropped"):
-            sup = t.delegation.supersede
-            if self.rng.random() < 0.5 or not sup:
-                task = t.name()
-                c = self.add("user", "cancel_request", fill(self.pickc("cancel"), {"task": task}), "take",
-                             "responds_to", last, ["stale_result_dropped"], work_id=w.work_id)
-                last = self.add("system", "cancel_ack", fill(self.pickc("cancel_ack"), {"task": task}), "take",
-                                "responds_to", c)
-            else:
-                sp = self.choose(sup)
-                old = t.values[sp.slot]
-                pool = t.delegation.slots.get(sp.slot) or s.frame.slots.get(sp.slot) or [old]
-                new = s.other_value(pool, old)
-                t3 = Task(t.delegation, {**t.values, sp.slot: new}, t.frame_id)
-                line = fill(self.choose(sp.user), {**t.values, "old": old, "new": new})
-                if t.frame_id == s.frame.id and sp.slot in s.values:  # the user changed their mind: the rest of the session uses it
-                    s.values[sp.slot] = new
-                    s.values["topic"] = fill(s.frame.topic, s.values)
-                c, last, w3 = self.delegate(t3, last, "supersede_request", line, ["stale_result_dropped"])
-                pending.append(w3)
-                s.log["supersedes"].append({"event": c.id, "work_id": w.work_id, "by": w3.work_id,
-                                            "slot": sp.slot, "old": old, "new": new})
-            self.update_work(w.work_id, cancelled_by=c.id)
-            pending.remove(w)
-        for item in pending:
-            last = self.add("system", "deliver_result", item.result_text, "take", "delivers_result_of",
-                            item.work_id, ["result_at_silence_gap"], work_id=item.work_id)
-        return last
-
     def closing(self, last: PlannedEvent) -> None:
         """The user's goodbye and the system's, drawn from those that fit the frame the session is
         on; after a follow-on question ("Shall I note that down?") the goodbye answers it first ("No
@@ -642,7 +494,7 @@ class _Builder:
         line = s.say(c.user)
         if open_q is not None:
             line = join_lines(self.pickc("decline_offer" if open_q == "offer" else "decline_more"),
-                              _without_thanks_head(line), self.seed.domain)
+                              without_thanks_head(line), self.seed.domain)
         bye = self.add("user", "closing", line, "take", "responds_to", last)
         self.add("system", "closing", s.composer.closing(s.say(c.system), s.values.values()), "take", "responds_to", bye,
                  ["closing_sequence"])

@@ -31,7 +31,8 @@ from ...errors import SessionReject
 from ...io.files import write_text_atomic
 from ...schema.config import LLMConfig
 from ..content import read_added
-from ..frames import AddedFile, Frame, SLUG_ID, block, domain_tools, speech_problems
+from ..frame_checks import SLUG_ID, speech_problems
+from ..frames import AddedFile, Frame, block, domain_tools
 from . import budget
 from .client import ChatClient, Reply
 from .converse import converse
