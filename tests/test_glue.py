@@ -17,6 +17,7 @@ import yaml
 
 from synth.backends.compose import Composer, _common_words, asks_user, is_negative, parts, split_head
 from synth.backends.content import BUILTIN
+from synth.backends.done import reports_done
 from synth.backends.frame_checks import (_ANSWER_SHAPED, answer_shaped_problems, check_file, glue_problems, picks_up,
                                          volunteer_problems)
 from synth.backends.frames import common_content, domains
@@ -374,3 +375,45 @@ def test_a_no_keeps_its_questions_verb():
                             assert out.startswith(head) or out.startswith(said), (lang, line, out)
                             seen += not out.startswith(head)
     assert seen >= 20, seen
+
+
+# -- a task the answers already reported done (issue 32: 约好了…… then 帮我把四轮定位约上) -------------
+def _frame_starts(plan) -> set[int]:
+    """Indexes of the events that made another frame the topic (not a task of another frame)."""
+    index = {e.id: i for i, e in enumerate(plan.events)}
+    return {index[sw["event"]] for sw in plan.planner_meta["switches"]
+            if plan.events[index[sw["event"]]].act != "delegate_request"}
+
+
+def test_no_task_is_asked_for_after_an_answer_reported_it_done():
+    """A task of the frame talked about is not asked for after a system line on that frame said
+    it was done ("Booked, Thursday at eight." then "Can you book the alignment?")."""
+    seen = 0
+    for plan in plans():
+        blk = common_block(plan)
+        starts = _frame_starts(plan)
+        for i, e in enumerate(plan.events):
+            if e.act != "delegate_request" or i in starts:
+                continue
+            bare = re.sub(r"\s+", "", e.text)
+            tasks = [d for f in blk.frames for d in f.delegations if any(_template(u).fullmatch(bare) for u in d.user)]
+            start = max([j for j in starts if j < i], default=0)
+            said = [x.text for x in plan.events[start:i] if x.speaker == "system"]
+            for d in tasks:
+                assert not [t for t in said if reports_done(t, d)], (plan.session_id, said, e.text)
+            seen += bool(tasks)
+    assert seen >= 50, seen
+
+
+def test_what_reports_a_task_done():
+    frames = {f.id: f for f in BUILTIN.block("car_service", "zh").frames}
+    booking = frames["service_booking"].delegations[0]
+    assert reports_done("约好了，周四早上八点。", booking)
+    assert reports_done("周四早上八点是空的，我先给您约上四轮定位，一般一个小时左右就好。", booking)
+    assert not reports_done("可以的，周四早上八点有位置，四轮定位大概一个小时。", booking)
+    en = next(d for f in BUILTIN.block("online_shopping", "en").frames for d in f.delegations
+              if f.id == "cancel_order")
+    assert reports_done("Yes, order four one seven hasn't been packed yet, so I've cancelled it.", en)
+    assert reports_done("Cancelled, order four one seven.", en)
+    assert not reports_done("Order four one seven can still be cancelled, shall I do it?", en)
+    assert not reports_done("It ships tomorrow, you can cancel it until then.", en)

@@ -20,6 +20,7 @@ import numpy as np
 from ..schema.seed import ScenarioSeed
 from .compose import Composer
 from .content import BUILTIN, Library
+from .done import reports_done
 from .frames import Delegation, Frame, Unit, _texts, common_content, domain_content, fields, fill
 from .values import draw_other, draw as generate
 
@@ -140,6 +141,9 @@ class Script:
         self.said: dict[str, set[int]] = {}
         self.settled: set[tuple[str, int]] = set()
         """``(frame id, follow-up index)`` of the follow-ups a task asked for has answered."""
+        self.answered: list[str] = []
+        """What the system said since the current frame became the topic (a task it reported done
+        is not asked for: :func:`.done.reports_done`)."""
         self.blk = self.content.block(self.seed.domain, self.seed.language)
         self.common = common_content()[self.seed.language]
         self.composer = Composer(self.rng, self.seed.language, self.seed.domain)
@@ -162,6 +166,7 @@ class Script:
     def enter(self, frame: Frame) -> None:
         """Make ``frame`` the topic: draw its slots, shuffle its follow-ups."""
         self.frame, self.values = frame, self.draw(frame.slots)
+        self.answered = []
         self.values["topic"] = fill(frame.topic, self.values)
         order = self.rng.permutation(len(frame.followups))
         self.followups = [frame.followups[int(i)] for i in order if (frame.id, int(i)) not in self.settled]
@@ -226,12 +231,16 @@ class Script:
 
     def task(self, exclude: list[Delegation] = ()) -> Task | None:
         """A delegation of the current frame, else one of another frame that brings its own slot
-        values, said with a request line that stands alone (names its thing, no 'it' or 这个)."""
-        mine = [d for f, d in tasks_of([self.frame], self.seed) if d not in exclude]
+        values, said with a request line that stands alone (names its thing, no 'it' or 这个). A task
+        of the current frame that the system already reported done ("约好了，周四早上八点。" before
+        "帮我把四轮定位约上") is not asked for."""
+        mine = [d for f, d in tasks_of([self.frame], self.seed) if d not in exclude
+                and not any(reports_done(t, d) for t in self.answered)]
         if mine:
             d = self.choose(mine)
             return Task(d, {**self.values, **self.draw(d.slots)}, self.frame.id)
         others = [(f, d, ways) for f, d in tasks_of(self.blk.frames, self.seed) if d not in exclude
+                  and f is not self.frame  # this frame's tasks with other values would be a second Daisy
                   for ways in [[(line, said) for line in d.user if not _REFERS.search(line)
                                 for said in [said_by(f, d, line)] if said is not None]] if ways]
         if not others:

@@ -163,6 +163,8 @@ class _Builder(Delegating):
                           relation=relation, attach_to=attach.id if isinstance(attach, PlannedEvent) else attach,
                           words=words, phenomena=list(phenomena), **kw)
         self.events.append(ev)
+        if speaker == "system":
+            self.script.answered.append(ev.text)
         return ev
 
     def marker(self) -> str:

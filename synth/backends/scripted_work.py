@@ -56,9 +56,12 @@ class Delegating:
 
     def delegation(self, after: PlannedEvent) -> PlannedEvent:
         """Request, ack and private span; talk while it runs; maybe a progress question, a second
-        request in flight, a cancel or a superseding request; then the results as they come."""
+        request in flight, a cancel or a superseding request; then the results as they come. With
+        no task left to ask for (the answers reported them done), an ordinary exchange instead."""
         s = self.script
         t = s.task()
+        if t is None:
+            return self.exchange(after)
         used = [t.origin]
         _, last, w = self.delegate(t, after)
         pending = [w]
