@@ -60,7 +60,9 @@ def test_every_move_to_another_frame_is_a_barge_in_or_opens_with_a_marker():
                 assert "topic_switch" in ev.phenomena and ev.relation == "interrupts", (sw, ev.text)
             else:
                 assert sw["how"] == "marked" and sw["marker"].lower() in markers, sw
-                head = ev.text.lower()[: len(sw["marker"]) + 12]  # after a filler at most ("um, oh, ...")
+                text = ev.text.lower()  # after the answer to a question the system asked ("No thanks, by the way, ...")
+                text = next((text[len(h):] for h in replies(plan.language) if text.startswith(h)), text)
+                head = text[: len(sw["marker"]) + 12]  # after a filler at most ("um, oh, ...")
                 assert sw["marker"].lower() in head, (sw, ev.text)
                 seen["task"] += ev.act == "delegate_request"
             seen[sw["how"]] += 1
@@ -68,6 +70,12 @@ def test_every_move_to_another_frame_is_a_barge_in_or_opens_with_a_marker():
         for fid in entered:  # every frame the session moved to was moved to by one of them
             assert any(sw["to"] == fid for sw in switches), (plan.session_id, fid, switches)
     assert all(n > 0 for n in seen.values()), seen
+
+
+def replies(lang: str) -> list[str]:
+    """The heads a user line opens with when it answers a question the system asked first."""
+    pools = common_content()[lang]
+    return [h.lower() for k in ("decline_offer", "decline_more", "defer") for h in pools[k]]
 
 
 # -- side talk -----------------------------------------------------------------------------------
@@ -417,3 +425,44 @@ def test_what_reports_a_task_done():
     assert reports_done("Cancelled, order four one seven.", en)
     assert not reports_done("Order four one seven can still be cancelled, shall I do it?", en)
     assert not reports_done("It ships tomorrow, you can cancel it until then.", en)
+
+
+# -- a question the system asked mid-session (issue 32: the user's next line ignored it) ----------
+_TAKES_FLOOR = {"followup", "routine_request", "delegate_request", "new_request", "cancel_request", "supersede_request",
+                "progress_question", "readdress", "request"}
+
+
+def _question(text: str) -> str | None:
+    """The question a system line ends with, unless it only invites more ("Anything else?")."""
+    last = [p for p in re.split(r"(?<=[.!?。！？])\s*", text.rstrip()) if p][-1]
+    if last[-1] not in "?？" or re.search(r"anything else|what else|any other|other questions|还有(?:别的|什么|其他)|"
+                                           r"别的.{0,8}吗|随时(?:问|找)", last, re.I):
+        return None
+    return re.split(r"(?<=[.!。！，,])\s*", last)[-1]
+
+
+def test_the_users_next_line_answers_a_system_question():
+    """After a system line that ends with a question, the user's next line answers it first ("No
+    thanks, ...", 不用了，..., "Hold on, before that, ...") or takes it up (says a content word of
+    it); the user does not turn to someone else or talk to themself over it."""
+    seen = {"answered": 0, "taken_up": 0}
+    for plan in plans():
+        pools = common_content()[plan.language]
+        heads = tuple(h.rstrip(",，").lower() for k in ("decline_offer", "decline_more", "defer") for h in pools[k])
+        events = {e.id: e for e in plan.events}
+        for e in plan.events:
+            prev = events.get(e.attach_to)
+            if e.speaker != "user" or prev is None or prev.speaker != "system" or prev.act == "opening":
+                continue
+            q = _question(prev.text)
+            if q is None:
+                continue
+            assert e.act not in ("side_talk", "self_talk"), (plan.session_id, prev.text, e.text)
+            if e.act not in _TAKES_FLOOR or e.relation != "responds_to":
+                continue
+            if e.text.lower().startswith(heads):
+                seen["answered"] += 1
+            else:
+                assert picks_up(q, e.text), (plan.session_id, prev.text, e.text)
+                seen["taken_up"] += 1
+    assert seen["answered"] >= 20 and seen["taken_up"] >= 3, seen

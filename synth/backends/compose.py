@@ -60,7 +60,7 @@ _WH_ZH = re.compile(r"什么|怎么|多少|几|哪|谁|为什么|多久|多长|h
 _ASK_EN = re.compile(r"\?|\b(?:tell|read|give|send) me (?:the|your|which|what|who|where|when|how|a|an)\b|\bjust tell me\b", re.I)
 _ASK_ZH = re.compile(r"[?？]|(?:您|你)(?:说|讲)一下|告诉我|把.{1,16}(?:告诉|发给)我|tell me|read me", re.I)
 """A line that asks the listener for something: a question, or "tell me the number" / 您说一下新号码."""
-_MORE = re.compile(r"\b(?:anything else|what else|any other|anything more)\b|还有(?:别的|什么|其他|问题)|别的.{0,8}吗|other questions?",
+_MORE = re.compile(r"\b(?:anything else|what else|any other|anything more)\b|还有(?:别的|什么|其他|问题)|别的.{0,8}吗|other questions?|随时(?:问|找)",
                    re.I)
 """A follow-on that invites more ("Anything else?", 还有别的事吗？), not one that offers something."""
 

@@ -23,12 +23,13 @@ import numpy as np
 
 from ..errors import UserError
 from ..schema.phenomena import REGISTRY
-from ..schema.plan import Plan, PlannedEvent, PlannedWork, PlannedWord
+from ..schema.plan import Plan, PlannedEvent, PlannedWork, PlannedWord, join_words
 from ..schema.seed import ScenarioSeed
 from ..schema.turns import turn_up_to
 from ..text import tokenize
-from .compose import _common_words
+from .compose import _common_words, asks_user
 from .content import BUILTIN, Library
+from .frame_checks import picks_up
 from .frames import Unit, fields, fill
 from .group_content import group_block
 from .group_planner import GroupBuilder
@@ -63,6 +64,19 @@ ROUTINE_P = 0.25  # share of later exchanges that are routine requests (negative
 SHORT_P = 0.35  # share of plain answers given in their short form, where the unit has one
 READDRESS_P = 0.5  # share of returns after side talk that say "sorry, where were we" after picking up the reply
 
+
+_ANSWERS_IT = {"answer", "repair_repeat", "closing", "question_backchannel"}
+"""User acts that answer the system line they follow (a closing answers a follow-on itself)."""
+_REPLY_HEAD = {"offer": "decline_offer", "defer": "defer"}
+_ASKING_ACTS = {"answer", "brief_reply", "deliver_result", "repeat", "system_self_repair"}
+"""System acts whose question the user's next line answers (an opening's by the request, a
+question back's and a clarification's by their own answer)."""
+_YES_NO = re.compile(r"\b(?:shall|should|can|could|may) (?:i|we)\b|\b(?:want|like) (?:me|to|it|them)\b|"
+                     r"\bis that (?:okay|ok|alright)|\bor not\b|要不要|要.{0,12}吗[？?]|好吗|行吗|可以吗|OK吗|ok 吗|好不好|"
+                     r"\bokay\?|\bok\?", re.I)
+"""A question the user can answer with a yes or a no."""
+_INVITES = re.compile(r"\b(?:if|whenever|any ?time)\b|随时|的话|有什么|有任何", re.I)
+"""An invitation to ask or say more, which the user's next line, whatever it is, takes up."""
 
 # Common forms long enough that hearing one twice in a session sounds canned (backchannels and
 # fillers do repeat in real talk).
@@ -136,6 +150,8 @@ class _Builder(Delegating):
         self.counts: dict[str, int] = {}
         self.tp = seed.personas.third_party is not None
         self.said_common: dict[str, set[int]] = {}
+        self.open_q: str | None = None
+        """What the system's last line left open for the user's next one (:meth:`left_open`)."""
 
     def rate(self, pid: str) -> bool:
         return bool(self.rng.random() < self.rates.get(pid, 0.0))
@@ -159,6 +175,14 @@ class _Builder(Delegating):
         prefix = {"user": "u", "system": "s", "third_party": "t"}[speaker]
         self.counts[prefix] = self.counts.get(prefix, 0) + 1
         words = tokenize(text_or_words) if isinstance(text_or_words, str) else list(text_or_words)
+        if speaker == "user" and floor == "take":
+            if relation == "responds_to" and self.open_q and act not in _ANSWERS_IT \
+                    and not self.takes_up(join_words(words)):
+                words = tokenize(join_lines(self.pickc(_REPLY_HEAD[self.open_q]), join_words(words),
+                                            self.seed.domain))
+            self.open_q = None
+        elif speaker == "system" and floor == "take":
+            self.open_q = self.left_open(act, join_words(words))
         ev = PlannedEvent(id=f"{prefix}{self.counts[prefix]}", speaker=speaker, act=act, floor_intent=floor,
                           relation=relation, attach_to=attach.id if isinstance(attach, PlannedEvent) else attach,
                           words=words, phenomena=list(phenomena), **kw)
@@ -166,6 +190,29 @@ class _Builder(Delegating):
         if speaker == "system":
             self.script.answered.append(ev.text)
         return ev
+
+    def left_open(self, act: str, text: str) -> str | None:
+        """What a system line asks the user's next line to answer first (issue 32: no question
+        ignored): ``offer`` (a yes/no offer, "Shall I note that down?", 要不要我帮您约？: answered
+        "No thanks, ..."), ``defer`` (a question only content answers, "which one do you need?":
+        "Hold on, before that, ..."), or None (nothing, or "Anything else?", which the next
+        request answers itself). An opening's question is answered by the request."""
+        if act not in _ASKING_ACTS:
+            return None
+        kind = self.script.composer.open_question(text)
+        last = [p for p in re.split(r"(?<=[.!?。！？])\s*", text.rstrip()) if p][-1]
+        if kind == "content" and last[-1:] not in "?？" and _INVITES.search(last):
+            return None  # "Tell me if you want to change anything.", 想改什么随时告诉我。
+        if kind == "content":
+            return "offer" if _YES_NO.search(re.split(r"[,，]\s*", last)[-1]) else "defer"
+        return "offer" if kind == "offer" else None
+
+    def takes_up(self, line: str) -> bool:
+        """Whether the user's ``line`` takes up the question the system's last line asked ("Want it
+        in your library?" -> "Add it to my library."): it says a content word of that question."""
+        last = next(e for e in reversed(self.events) if e.speaker == "system")
+        asked = re.split(r"(?<=[.!。！，,])\s*", last.text.rstrip())[-1]
+        return picks_up(asked, line)
 
     def marker(self) -> str:
         """The words that open a user line moving to another topic without cutting in ("Oh, another
@@ -326,10 +373,12 @@ class _Builder(Delegating):
         answers = None
         unit = s.frame.request if first else s.next_followup()
         # side talk returns to the topic: not where the next line moves to another one
-        if not first and after.speaker == "system" and self.tp and not s.switched and self.rate("user_to_third_party"):
+        # nor after a question: the user's next line answers it
+        if not first and after.speaker == "system" and self.tp and not s.switched and not self.open_q \
+                and self.rate("user_to_third_party"):
             user = self.side_talk(after, unit)
         else:
-            if after is not None and self.rate("user_self_talk"):
+            if after is not None and not self.open_q and self.rate("user_self_talk"):
                 after = self.add("user", "self_talk", s.say(s.once("self_talk")), "none",
                                  "addresses_other", after, ["user_self_talk"])
             act = "request" if first else "followup"
@@ -343,7 +392,10 @@ class _Builder(Delegating):
     # -- system answers --------------------------------------------------------------------
     def answer_text(self, unit: Unit, long: bool = False, dispreferred: bool = False) -> str:
         short = bool(unit.short) and not long and self.rng.random() < SHORT_P
-        text = self.script.say(self.choose(unit.short if short else unit.system))
+        pool = unit.short if short else unit.system
+        lang = self.seed.language  # a line that wants content back ("tell me the number") only where all do
+        pool = [x for x in pool if not asks_user(x, lang) or _YES_NO.search(re.split(r"[,，]\s*", x)[-1])] or pool
+        text = self.script.say(self.choose(pool))
         return self.script.compose(text, unit, short, ack=not dispreferred)  # ack + content + follow-on
 
     def _applicable(self, variant: str, unit: Unit, answers) -> bool:

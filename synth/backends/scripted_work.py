@@ -79,7 +79,7 @@ class Delegating:
                 used.append(t2.origin)
                 _, last, w2 = self.delegate(t2, last, tags=["continue_while_working"])
                 pending.append(w2)
-            elif r < 0.65 and self.tp:
+            elif r < 0.65 and self.tp and not self.open_q:  # no side talk over a question
                 last = self.side_talk(last, tags=["continue_while_working"])
             else:
                 unit = s.next_followup()
