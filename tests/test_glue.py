@@ -466,3 +466,23 @@ def test_the_users_next_line_answers_a_system_question():
                 assert picks_up(q, e.text), (plan.session_id, prev.text, e.text)
                 seen["taken_up"] += 1
     assert seen["answered"] >= 20 and seen["taken_up"] >= 3, seen
+
+
+# -- a closing is the end (issue 32: "That's all I wanted to ask." then "Oh wait, ...") ----------
+_CLOSES = re.compile(r"\b(?:that's all|that's everything|that's it for now|all for now|goodbye|bye|have a (?:good|great|"
+                     r"nice|lovely|relaxing) (?:day|evening|night|one|weekend))\b|就这些|就想问这个|没别的了|再见|拜拜|"
+                     r"祝[您你].{0,6}(?:愉快|顺利)", re.I)
+
+
+def test_nothing_is_reopened_after_a_closing():
+    """Only the goodbyes close: no other line says "that's all" or 就这些 (a complete-sounding
+    pause takes the answer in: "Okay, got it. ... Oh, and ..."), and after the user's goodbye only
+    the system's follows."""
+    seen = 0
+    for plan in plans():
+        bye = next((i for i, e in enumerate(plan.events) if e.act == "closing"), len(plan.events))
+        for e in plan.events[:bye]:
+            assert not _CLOSES.search(e.text), (plan.session_id, e.act, e.text)
+            seen += "complete_sounding_pause" in e.phenomena
+        assert all(e.act == "closing" or e.relation == "backchannels_on" for e in plan.events[bye:]), plan.session_id
+    assert seen >= 10, seen
