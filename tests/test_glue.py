@@ -21,6 +21,7 @@ from synth.backends.done import reports_done
 from synth.backends.frame_checks import (_ANSWER_SHAPED, answer_shaped_problems, check_file, glue_problems, picks_up,
                                          volunteer_problems)
 from synth.backends.frames import common_content, domains
+from synth.backends.script import stands_alone
 from synth.backends.scripted_planner import ScriptedPlanner, line_kind
 from synth.io.config_files import load_seed
 from synth.rng import stream
@@ -486,3 +487,34 @@ def test_nothing_is_reopened_after_a_closing():
             seen += "complete_sounding_pause" in e.phenomena
         assert all(e.act == "closing" or e.relation == "backchannels_on" for e in plan.events[bye:]), plan.session_id
     assert seen >= 10, seen
+
+
+# -- a task of another frame names its thing (issue 32: 另外，礼拜四早上可以去看看吗？去看什么?) --------
+def test_a_task_of_another_frame_is_asked_for_with_a_line_that_names_its_thing():
+    seen = 0
+    for plan in plans():
+        blk = common_block(plan)
+        events = {e.id: e for e in plan.events}
+        for sw in plan.planner_meta["switches"]:
+            e = events[sw["event"]]
+            if e.act != "delegate_request":
+                continue
+            bare = re.sub(r"\s+", "", e.text[e.text.lower().find(sw["marker"].lower()) + len(sw["marker"]):])
+            said = [(f, d, u) for f in blk.frames if f.id == sw["to"] for d in f.delegations for u in d.user
+                    if _template(u.lower()).fullmatch(bare.lower())]  # the marker lowers its first word
+            assert said, (plan.session_id, e.text)
+            assert all(stands_alone(f, d, u) for f, d, u in said), (plan.session_id, e.text)
+            seen += 1
+    assert seen >= 10, seen
+
+
+def test_what_names_a_tasks_thing():
+    zh = {f.id: f for f in BUILTIN.block("school_childcare", "en-zh").frames}
+    f = next(f for f in zh.values() if any("{visit}可以去看看吗？" in d.user for d in f.delegations))
+    d = next(d for d in f.delegations if "{visit}可以去看看吗？" in d.user)
+    assert not stands_alone(f, d, "{visit}可以去看看吗？")
+    assert stands_alone(f, d, "帮我 book {visit}去 visit 吧。")
+    cooking = next(f for f in BUILTIN.block("cooking_help", "en").frames for d in f.delegations if d.tool == "kitchen_timer")
+    timer = next(d for d in cooking.delegations if d.tool == "kitchen_timer")
+    assert stands_alone(cooking, timer, "Can you set a timer for {minutes} minutes?")
+    assert not stands_alone(cooking, timer, "Can you start it now?")

@@ -21,6 +21,7 @@ from ..schema.seed import ScenarioSeed
 from .compose import Composer
 from .content import BUILTIN, Library
 from .done import reports_done
+from .frame_checks import content_keys
 from .frames import Delegation, Frame, Unit, _texts, common_content, domain_content, fields, fill
 from .values import draw_other, draw as generate
 
@@ -34,6 +35,7 @@ def tasks_of(frames: list[Frame], seed: ScenarioSeed) -> list[tuple[Frame, Deleg
 
 _REFERS = re.compile(r"\b(it|that|this|them|there|those|these)\b|这个|那个|这些|那些|它|那边|这边|那里|这里", re.I)
 """Words that point back at something said before: a request from another frame must not use them."""
+_SLOT = re.compile(r"\{[a-z_][a-z0-9_]*\}")
 _A_AN = re.compile(r"\b([Aa])(n?) ([A-Za-z][\w'-]*)")
 _VOWEL_SOUND_EXCEPT = ("uni", "use", "usu", "uti", "eu", "one", "once", "ur")
 _SILENT_H = ("hour", "honest", "honour", "honor", "heir", "herb")
@@ -72,6 +74,20 @@ def _line(text: str, values: dict[str, str], start: bool = True) -> str:
     if re.search(r"\b[Aa]n? \{", text):
         line = _A_AN.sub(_article, line)
     return line[:1].upper() + line[1:] if start and line[:1].islower() and text[:1] == "{" else line
+
+
+def stands_alone(frame: Frame, d: Delegation, line: str) -> bool:
+    """Whether a request line of ``d`` can open a task of ``frame`` while the talk is about
+    something else: it points back at nothing ("it", 这个) and names its thing, a slot of the
+    frame's topic or a word of the task's name or the topic ("Set a timer for {minutes}
+    minutes" names "the {minutes} minute timer"; "{visit}可以去看看吗？" names nothing of "{visit}的
+    centre visit": 礼拜四早上可以去看看吗？ after talk about another thing leaves 去看什么 open)."""
+    if _REFERS.search(line):
+        return False
+    if fields(line) & fields(frame.topic):
+        return True
+    words = content_keys(_SLOT.sub(" ", line))
+    return bool(words & (content_keys(_SLOT.sub(" ", d.task)) | content_keys(_SLOT.sub(" ", frame.topic))))
 
 
 def said_by(frame: Frame, d: Delegation, line: str) -> Delegation | None:
@@ -241,7 +257,7 @@ class Script:
             return Task(d, {**self.values, **self.draw(d.slots)}, self.frame.id)
         others = [(f, d, ways) for f, d in tasks_of(self.blk.frames, self.seed) if d not in exclude
                   and f is not self.frame  # this frame's tasks with other values would be a second Daisy
-                  for ways in [[(line, said) for line in d.user if not _REFERS.search(line)
+                  for ways in [[(line, said) for line in d.user if stands_alone(f, d, line)
                                 for said in [said_by(f, d, line)] if said is not None]] if ways]
         if not others:
             return None
