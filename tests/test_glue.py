@@ -19,7 +19,7 @@ from synth.backends.compose import Composer, _common_words, asks_user, is_negati
 from synth.backends.content import BUILTIN
 from synth.backends.done import reports_done
 from synth.backends.frame_checks import (_ANSWER_SHAPED, answer_shaped_problems, check_file, glue_problems, picks_up,
-                                         volunteer_problems)
+                                         speech_problems, volunteer_problems)
 from synth.backends.frames import common_content, domains
 from synth.backends.script import stands_alone
 from synth.backends.scripted_planner import ScriptedPlanner, line_kind
@@ -518,3 +518,30 @@ def test_what_names_a_tasks_thing():
     timer = next(d for d in cooking.delegations if d.tool == "kitchen_timer")
     assert stands_alone(cooking, timer, "Can you set a timer for {minutes} minutes?")
     assert not stands_alone(cooking, timer, "Can you start it now?")
+
+
+# -- commas in en-zh (issue 32: "Hmm, well，" mixed an ASCII and a full-width comma) ---------------
+def test_en_zh_writes_a_full_width_comma_after_english_words_too():
+    """en-zh content writes "，" after every piece, English ones included ("OK，", "By the way，",
+    "No need，"): no planned en-zh line, before or after the paralinguistic pass (fillers, "I
+    mean，"), has an ASCII comma."""
+    from synth.schema.config import ParalinguisticsConfig
+    from synth.stages.paraling import decorate
+
+    seeds = {s.id: s for s in (load_seed(p) for p in SEEDS)}
+    seen = 0
+    for plan in plans():
+        if plan.language != "en-zh":
+            continue
+        decorated = decorate(plan, seeds[plan.scenario_id], ParalinguisticsConfig(), stream(32, plan.session_id, "p"))
+        for e in plan.events + decorated.events:
+            assert "," not in e.text, (plan.session_id, e.act, e.text)
+            seen += bool(re.search(r"[A-Za-z]，", e.text))
+    assert seen >= 200, seen
+
+
+def test_the_checker_wants_full_width_commas_in_en_zh():
+    raw = yaml.safe_load((FRAMES / "smart_home.yaml").read_text("utf-8"))
+    block = {"openings": ["Hi {user}，有什么要我帮忙的吗？", "Hi {user}, 有什么要我帮忙的吗？"]}
+    problems = speech_problems({**raw["en-zh"], **block}, "en-zh")
+    assert len(problems) == 1 and "openings[1]" in problems[0] and "ASCII comma" in problems[0], problems

@@ -89,6 +89,8 @@ def _line_problems(text: str, lang: str, where: str, key: str) -> list[str]:
         out.append(f"{where}: markup or emoji in speech: {text!r}")
     if lang == "en" and CJK.search(text):
         out.append(f"{where}: Chinese in an en line: {text!r}")
+    if lang == "en-zh" and "," in text:  # the content's rule: "OK，", "Hi {user}，", "Hmm，well，"
+        out.append(f"{where}: an ASCII comma in an en-zh line (write '，' after English words too): {text!r}")
     if lang == "zh" and _LATIN.search(text):
         out.append(f"{where}: Latin letters in a zh line (spell numbers and names in Chinese): {text!r}")
     if lang in ("zh", "en-zh") and not _HAN.search(text) and key not in ("completion", "chunks"):

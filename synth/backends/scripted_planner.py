@@ -239,8 +239,12 @@ class _Builder(Delegating):
             s.note_switch(ev.id, s.switched, s.frame.id, "marked", marker)
 
     def filler(self) -> list[PlannedWord]:
-        f = self.pickc("filler")
-        return tokenize(f + ("," if f.isascii() else "，"))
+        return tokenize(self.pickc("filler") + self.comma())
+
+    def comma(self) -> str:
+        """The comma after a piece of the session's language: en-zh writes "，" after English words
+        too ("Hmm，well，", "OK，"), as its content does."""
+        return "," if self.seed.language == "en" else "，"
 
     # -- user turns ------------------------------------------------------------------------
     def _shapes(self, unit: Unit, first: bool) -> list[str]:
@@ -294,7 +298,7 @@ class _Builder(Delegating):
             tags = list(first_tags)
             if filler:
                 f = self.pickc("filler")
-                text, tags = join_lines(f + ("," if f.isascii() else "，"), text, self.seed.domain), tags + ["filled_pause"]
+                text, tags = join_lines(f + self.comma(), text, self.seed.domain), tags + ["filled_pause"]
             words = tokenize(text)
             ev = self.add("user", act, words, "take", rel, after, tags, **gap)
             self.note(ev, m)

@@ -157,6 +157,8 @@ class _Decorator:
             elif self.on("self_repair") and r < cfg.false_start_per_turn + cfg.self_repair_per_turn:
                 k = int(rng.integers(2, min(5, len(words))))
                 term = EDIT_TERMS[lang][int(rng.integers(len(EDIT_TERMS[lang])))]
+                if self.plan.language == "en-zh":  # en-zh writes "，" after English words too: "I mean，"
+                    term = term.replace(",", "，")
                 from ..text import tokenize
 
                 head.append(self.event(ev, "self_repair", words[:k] + tokenize(term), ev.floor_intent,
