@@ -17,7 +17,7 @@ from functools import lru_cache
 from .frames import Delegation
 
 _EN_WORD = re.compile(r"[a-z']+")
-_EN_DONE = re.compile(r"\b([a-z]{3,})(?:ed|led)\b")
+_EN_DONE = re.compile(r"\b([a-z]{3,})ed\b")
 _ZH_DONE = re.compile(r"([\u4e00-\u9fff]|[A-Za-z]+)\s*(?:好了|好啦|完了)")
 _MORE = re.compile(r"\b(?:also|too|next|another|again|more|rest|extra|every|each|as well|other)\b|也|下次|下一次|后面|"
                    r"连着|往后|再|其他|别的|一起|每", re.I)
@@ -58,16 +58,20 @@ def _repeat_verbs(user: tuple[str, ...], result: tuple[str, ...]) -> tuple[froze
 
 def reports_done(text: str, d: Delegation) -> bool:
     """Whether ``text`` (a system line) reports the task ``d`` done, or being done now."""
-    en, zh = repeat_verbs(d)
+    done = _said_done(*repeat_verbs(d))
+    return done is not None and any(clause.rstrip()[-1:] not in "?？" and done.search(clause.strip().lower())
+                                    for clause in _CLAUSE.findall(text))
+
+
+@lru_cache(maxsize=4096)
+def _said_done(en: frozenset[str], zh: frozenset[str]) -> re.Pattern | None:
+    """The verbs said as done ("I've booked", "Cancelled,", 约好了, 已经帮你约上) or as being done now
+    ("I'll book", "I'm cancelling", 我先给您约上); None without verbs."""
     if not en and not zh:
-        return False
+        return None
     en_re = "|".join(sorted(map(re.escape, en))) or "(?!)"
     zh_re = "|".join(sorted(map(re.escape, zh))) or "(?!)"
-    done = re.compile(
+    return re.compile(
         rf"(?:^|\b(?:i've|i have|i just|it's|that's|is|are|been|already|now)\s+(?:\w+\s+)?)(?:{en_re})e?(?:ed|led)\b"
         rf"|\b(?:i'll|i will|let me)\s+(?:\w+\s+)?(?:{en_re})\b|\bi'm\s+(?:{en_re})e?ing\b"
         rf"|(?:{zh_re})\s*(?:好了|好啦|上了|上(?!午|面|次|个|周|班|网|门|来|去|课|线|传))|已经(?:帮.{{0,8}})?(?:{zh_re})", re.I)
-    for clause in _CLAUSE.findall(text):
-        if clause.rstrip()[-1:] not in "?？" and done.search(clause.strip().lower()):
-            return True
-    return False
