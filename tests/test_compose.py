@@ -241,6 +241,19 @@ def test_closings_keep_what_was_done_and_end_with_one_sign_off():
     assert "今天办的业务都会发到您的手机银行消息里" in zh and zh.endswith("。") and " " not in zh
 
 
+def test_a_closing_that_ends_on_no_wish_mostly_gets_a_sign_off_that_does_not_repeat_it():
+    """"有变化随时找我" takes a sign-off in most sessions (a closing said as written recurs across a
+    corpus), never one that says its thing again ("有事随时找我")."""
+    text = "好的，都记下了，有变化随时找我。"
+    signoffs = parts()["zh"]["closing"]["signoff"]
+    outs = [Composer(np.random.default_rng(i), "zh", "banking").closing(text) for i in range(300)]
+    added = [o for o in outs if o != text]
+    assert 0.45 < len(added) / len(outs) < 0.75
+    assert all(o.startswith("好的，都记下了，有变化随时找我，") for o in added)
+    assert "有事随时找我" in signoffs and not any(o.endswith("有事随时找我。") for o in outs)
+    assert len(set(added)) > 8
+
+
 @pytest.mark.parametrize("lang", ["en", "zh", "en-zh"])
 def test_a_clarification_asks_again_and_names_the_topic_when_it_can(lang):
     outs = [Composer(np.random.default_rng(i), lang, "banking").clarify(lambda t: t.replace("{topic}", "TOPIC"))

@@ -39,6 +39,9 @@ SWAP_P = 0.8
 """Share of answers with an acknowledgement whose acknowledgement is re-drawn from its kind."""
 FOLLOW_P = 0.3
 """Share of long answers that get a follow-on."""
+SIGNOFF_P = 0.6
+"""Share of closings that end on no wish ("just ask if anything changes") that get a sign-off
+added: most spoken closings end on one, and a closing said as written recurs across sessions."""
 MAX_WORDS = 40
 ACK_WORDS, FOLLOW_WORDS = (1, 6), (3, 16)
 LANGS = ("en", "zh", "en-zh")
@@ -274,8 +277,9 @@ class Composer:
                 phrases[1] = lower_head(phrases[1], keep)
         last = phrases[-1].lower()
         wish = len(phrases) > 1 and any(last.startswith(w.lower()) or w.lower() in last for w in c["wish"])
-        if wish or self.rng.random() < FOLLOW_P:
-            signoff = self._choose(c["signoff"])
+        if wish or self.rng.random() < SIGNOFF_P:
+            said = _echo_units(" ".join(phrases[:-1] if wish else phrases))
+            signoff = self._choose([s for s in c["signoff"] if not _echo_units(s) & said] or c["signoff"])
             phrases = phrases[:-1] + [signoff] if wish else phrases + [signoff]
         out = comma.join(phrases) + (end or ("." if self.lang == "en" else "。"))
         return out if word_count(out) <= max(MAX_WORDS, word_count(text)) else text
@@ -373,6 +377,14 @@ def _paraphrases(p: dict, section: str, kind: str, at: str, out: list[str]) -> l
         out.append(f"{at}.{section}.{kind}: want a list of at least 3 paraphrases")
         return []
     return pool
+
+
+def _echo_units(text: str) -> set[str]:
+    """English words of three letters or more and Chinese character pairs: a sign-off sharing one
+    with the closing would say its thing twice ("有变化随时找我，有事随时找我")."""
+    words = {w.lower() for w in re.findall(r"[A-Za-z']{3,}", text)}
+    han = re.findall(r"[\u4e00-\u9fff]+", text)
+    return words | {run[i:i + 2] for run in han for i in range(len(run) - 1)}
 
 
 def _closing_problems(p: dict, lang: str, at: str) -> list[str]:

@@ -470,7 +470,8 @@ class _Builder(Delegating):
             qb = self.pickc("question_backchannel")
             q = self.add("user", "question_backchannel", qb["user"], "take", "responds_to", ans,
                          ["question_backchannel"])
-            return self.add("system", "brief_reply", qb["system"], "take", "responds_to", q)
+            reply = qb["system"] if isinstance(qb["system"], str) else self.choose(qb["system"])
+            return self.add("system", "brief_reply", reply, "take", "responds_to", q)
         elif variant in LONG_VARIANTS and n >= 6:
             return self._interrupted(ans, variant)
         return ans
