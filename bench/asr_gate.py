@@ -3,6 +3,7 @@ gate's cost per audio second beside the TTS cost.
 
     python bench/asr_gate.py --engine kokoro --lines 30 --variants whole:espeak,whole:misaki,runs:espeak,runs:misaki
     python bench/asr_gate.py --engine kokoro --lines 30 --variants runs:misaki:int8,runs:misaki:float32
+    python bench/asr_gate.py --lines 20 --split-only --variants runs:misaki:int8:500,runs:misaki:int8:100
 
 The variants after the first are compared with it line by line (paired bootstrap).
 
@@ -22,14 +23,19 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def lines_by_lang(per_lang: int) -> dict[str, list[list]]:
+def lines_by_lang(per_lang: int, split_only: bool = False) -> dict[str, list[list]]:
     from synth.backends.scripted_planner import ScriptedPlanner
     from synth.io.config_files import load_seed
     from synth.rng import stream
     from synth.stages.asr import event_lang, tokens
 
     out: dict[str, list] = {"en": [], "zh": [], "en-zh": []}
-    for k in range(20):
+    splitter = None
+    if split_only:  # lines that calls of whole sentences (tts.call_tokens 100) say in 2+ calls
+        from synth.backends.kokoro import KokoroTTS
+
+        splitter = KokoroTTS(call_tokens=100).load()
+    for k in range(200 if split_only else 20):
         for p in sorted((ROOT / "scenario_seeds").glob("*.yaml")):
             seed = load_seed(p)
             sid = f"bench-{seed.id}-{k}"
@@ -37,6 +43,8 @@ def lines_by_lang(per_lang: int) -> dict[str, list[list]]:
                 if ev.sound is None and ev.words and ev.speaker in ("user", "system"):
                     lang = event_lang(ev.words)
                     ref = " ".join(w.text for w in ev.words)
+                    if splitter is not None and len(splitter._chunks(ev.words)) < 2:
+                        continue
                     if len(tokens(ref, lang)) >= 3 and len(out[lang]) < per_lang:
                         out[lang].append(list(ev.words))
         if all(len(v) >= per_lang for v in out.values()):
@@ -51,8 +59,10 @@ def engine(name: str, variant: str):
         return EspeakTTS({"en": "en-us", "zh": "cmn"}), ["en-us", "en-us+m3", "en-us+f2"]
     from synth.backends.kokoro import KokoroTTS
 
-    cs, g2p, *precision = variant.split(":")
-    return (KokoroTTS(code_switch=cs, english_g2p=g2p, precision=precision[0] if precision else "float32").load(),
+    cs, g2p, *rest = variant.split(":")
+    precision = rest[0] if rest else "float32"
+    call_tokens = int(rest[1]) if len(rest) > 1 else 500
+    return (KokoroTTS(code_switch=cs, english_g2p=g2p, precision=precision, call_tokens=call_tokens).load(),
             [f"pool-{i:02d}" for i in range(20)])
 
 
@@ -64,7 +74,7 @@ def run(args) -> dict:
 
     cfg = AsrGateConfig(cache_dir=args.cache_dir)
     asr = WhisperASR(cache_dir=args.cache_dir).load()
-    lines = lines_by_lang(args.lines)
+    lines = lines_by_lang(args.lines, args.split_only)
     results = {}
     for variant in args.variants.split(","):
         tts, voices = engine(args.engine, variant)
@@ -118,8 +128,9 @@ def paired(results: dict, draws: int = 5000) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--engine", choices=["kokoro", "espeak"], default="kokoro")
-    ap.add_argument("--variants", default="runs:misaki", help="kokoro: code_switch:english_g2p[:precision], comma separated")
+    ap.add_argument("--variants", default="runs:misaki", help="kokoro: code_switch:english_g2p[:precision[:call_tokens]], comma separated")
     ap.add_argument("--lines", type=int, default=20, help="lines per language")
+    ap.add_argument("--split-only", action="store_true", help="only lines that tts.call_tokens 100 says in 2+ calls")
     ap.add_argument("--cache-dir", default=None)
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
