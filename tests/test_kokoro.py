@@ -211,3 +211,15 @@ def test_a_line_of_several_sentences_is_said_in_calls_of_whole_sentences():
     r = split.synthesize(words, V, 16000)
     _check_times(r, words, 16000)
     assert abs(len(r.audio) - len(whole.synthesize(words, V, 16000).audio)) < 0.15 * len(r.audio)
+
+
+def test_the_packed_lexicon_answers_as_the_dict_it_was_made_from():
+    from synth.backends.kokoro import Lexicon, _misaki_lexicon
+
+    entries = {"read": "ɹˈid", "Reading": "ɹˈɛdɪŋ", "café": "kæfˈA", "a": "ɐ", "zebra": "zˈibɹə", "b": "bˈi"}
+    lex = Lexicon(entries)
+    assert len(lex) == len(entries)
+    assert all(lex.get(w) == p for w, p in entries.items())
+    assert [lex.get(w) for w in ("", "reading", "zebras", "Z", "aa", "cafe")] == [None] * 6
+    full = _misaki_lexicon()
+    assert len(full) > 150_000 and full.get("hello") and full.get("zzzzqx") is None

@@ -149,19 +149,60 @@ def _spoken_length(tokens: list[int]) -> int:
     return n
 
 
-_LEXICON: dict[str, object] | None = None
+class Lexicon:
+    """A read-only ``word -> phonemes`` table held as two UTF-8 blobs and their offsets, sorted by
+    word: ~9 MB where the dict of misaki's 183,000 entries holds ~45 MB in every worker. Lookups
+    are a binary search (18 steps), memoised by the phonemizer."""
+
+    def __init__(self, entries: dict[str, str]):
+        words = sorted(entries)
+        self._words, self._word_at = self._pack(words)
+        self._phones, self._phone_at = self._pack([entries[w] for w in words])
+
+    @staticmethod
+    def _pack(items: list[str]) -> tuple[bytes, np.ndarray]:
+        data = [x.encode("utf-8") for x in items]
+        return b"".join(data), np.concatenate([[0], np.cumsum([len(d) for d in data])]).astype(np.int64)
+
+    def __len__(self) -> int:
+        return len(self._word_at) - 1
+
+    def _word(self, i: int) -> bytes:
+        return self._words[self._word_at[i]:self._word_at[i + 1]]
+
+    def get(self, word: str) -> str | None:
+        key, lo, hi = word.encode("utf-8"), 0, len(self)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._word(mid) < key:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < len(self) and self._word(lo) == key:
+            return self._phones[self._phone_at[lo]:self._phone_at[lo + 1]].decode("utf-8")
+        return None
 
 
-def _misaki_lexicon() -> dict[str, object]:
-    """misaki's American English lexicon (gold, then silver): word -> Kokoro phonemes, or a dict of
-    them by part of speech. Read from its data files: misaki's ``en.G2P`` needs spaCy and a model
-    download for the tagging this per-word lookup does not use."""
+_LEXICON: Lexicon | None = None
+
+
+def _misaki_lexicon() -> Lexicon:
+    """misaki's American English lexicon (gold over silver): word -> Kokoro phonemes (an entry
+    given by part of speech keeps its ``DEFAULT``). Read from its data files: misaki's ``en.G2P``
+    needs spaCy and a model download for the tagging this per-word lookup does not use."""
     global _LEXICON
     if _LEXICON is None:
         lex = {}
         for name in ("us_silver.json", "us_gold.json"):
             lex.update(json.loads((res.files("misaki") / "data" / name).read_text(encoding="utf-8")))
-        _LEXICON = lex
+        flat = {}
+        for word, entry in lex.items():
+            if isinstance(entry, dict):
+                entry = entry.get("DEFAULT")
+            if isinstance(entry, str) and entry:
+                flat[word] = entry
+        del lex
+        _LEXICON = Lexicon(flat)
     return _LEXICON
 
 
@@ -199,10 +240,8 @@ class _Phonemizer:
     def _english(self, text: str) -> str:
         if self.english == "misaki":
             core = text.strip(".,!?;:\"'()，。！？；：、…—")
-            entry = _misaki_lexicon().get(core) or _misaki_lexicon().get(core.lower())
-            if isinstance(entry, dict):
-                entry = entry.get("DEFAULT")
-            if isinstance(entry, str) and core:
+            entry = (_misaki_lexicon().get(core) or _misaki_lexicon().get(core.lower())) if core else None
+            if entry:
                 head, tail = text.split(core, 1)
                 from misaki.zh import ZHG2P
 
