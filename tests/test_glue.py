@@ -414,6 +414,31 @@ def test_no_task_is_asked_for_after_an_answer_reported_it_done():
     assert seen >= 50, seen
 
 
+def test_nothing_is_asked_after_the_topics_task_was_cancelled():
+    """The user cancels the task of the frame talked about ("十万块的贷款申请不用了，取消吧。"):
+    the talk moves to another frame instead of asking after it ("多久能放款？", a blind read's miss)."""
+    seen = 0
+    for plan in plans():
+        blk = common_block(plan)
+        starts = sorted(_frame_starts(plan))
+        frames = {f.id: f for f in blk.frames}
+        entered = [frames[f["id"]] for f in plan.planner_meta["frames"]]
+        objective = {w.work_id: re.sub(r"\s+", "", w.objective) for w in plan.work}
+        for i, e in enumerate(plan.events):
+            if e.act != "cancel_request":
+                continue
+            topic = entered[sum(j <= i for j in starts)]
+            if not any(_template(d.objective).fullmatch(objective[e.work_id]) for d in topic.delegations):
+                continue  # a task of another frame: the topic goes on
+            seen += 1
+            end = next((j for j in starts if j > i), len(plan.events))
+            asks = [re.compile(".*" + _template(u).pattern) for f in topic.followups for u in f.user]
+            for x in plan.events[i + 1:end]:
+                if x.act == "followup":
+                    assert not any(a.fullmatch(re.sub(r"\s+", "", x.text)) for a in asks), (plan.session_id, x.text)
+    assert seen >= 10, seen
+
+
 def test_what_reports_a_task_done():
     frames = {f.id: f for f in BUILTIN.block("car_service", "zh").frames}
     booking = frames["service_booking"].delegations[0]

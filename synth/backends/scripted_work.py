@@ -96,6 +96,8 @@ class Delegating:
                              "responds_to", last, ["stale_result_dropped"], work_id=w.work_id)
                 last = self.add("system", "cancel_ack", fill(self.pickc("cancel_ack"), {"task": task}), "take",
                                 "responds_to", c)
+                if t.frame_id == s.frame.id:  # the topic's own task dropped: its follow-ups would ask after
+                    s.followups = []          # it ("多久能放款？" after the loan was cancelled); the talk moves on
             else:
                 sp = self.choose(sup)
                 old = t.values[sp.slot]
