@@ -22,7 +22,7 @@ from .compose import Composer
 from .content import BUILTIN, Library
 from .done import reports_done
 from .frame_checks import content_keys
-from .frames import Delegation, Frame, Unit, _texts, common_content, domain_content, fields, fill
+from .frames import _FIELD, Delegation, Frame, Unit, _texts, common_content, domain_content, fields, fill
 from .values import draw_other, draw as generate
 
 CONTENT_VERSION = "frames-v2"
@@ -35,7 +35,6 @@ def tasks_of(frames: list[Frame], seed: ScenarioSeed) -> list[tuple[Frame, Deleg
 
 _REFERS = re.compile(r"\b(it|that|this|them|there|those|these)\b|这个|那个|这些|那些|它|那边|这边|那里|这里", re.I)
 """Words that point back at something said before: a request from another frame must not use them."""
-_SLOT = re.compile(r"\{[a-z_][a-z0-9_]*\}")
 _A_AN = re.compile(r"\b([Aa])(n?) ([A-Za-z][\w'-]*)")
 _VOWEL_SOUND_EXCEPT = ("uni", "use", "usu", "uti", "eu", "one", "once", "ur")
 _SILENT_H = ("hour", "honest", "honour", "honor", "heir", "herb")
@@ -86,8 +85,10 @@ def stands_alone(frame: Frame, d: Delegation, line: str) -> bool:
         return False
     if fields(line) & fields(frame.topic):
         return True
-    words = content_keys(_SLOT.sub(" ", line))
-    return bool(words & (content_keys(_SLOT.sub(" ", d.task)) | content_keys(_SLOT.sub(" ", frame.topic))))
+    def keys(text: str) -> set[str]:
+        return content_keys(_FIELD.sub(" ", text))
+
+    return bool(keys(line) & (keys(d.task) | keys(frame.topic)))
 
 
 def said_by(frame: Frame, d: Delegation, line: str) -> Delegation | None:

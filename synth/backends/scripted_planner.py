@@ -75,6 +75,13 @@ _YES_NO = re.compile(r"\b(?:shall|should|can|could|may) (?:i|we)\b|\b(?:want|lik
                      r"\bis that (?:okay|ok|alright)|\bor not\b|要不要|要.{0,12}吗[？?]|好吗|行吗|可以吗|OK吗|ok 吗|好不好|"
                      r"\bokay\?|\bok\?", re.I)
 """A question the user can answer with a yes or a no."""
+
+
+def _ends_yes_no(text: str) -> bool:
+    """Whether the last clause of ``text`` is a yes/no question (:data:`_YES_NO`)."""
+    return bool(_YES_NO.search(re.split(r"[,，]\s*", text)[-1]))
+
+
 _INVITES = re.compile(r"\b(?:if|whenever|any ?time)\b|随时|的话|有什么|有任何", re.I)
 """An invitation to ask or say more, which the user's next line, whatever it is, takes up."""
 
@@ -204,7 +211,7 @@ class _Builder(Delegating):
         if kind == "content" and last[-1:] not in "?？" and _INVITES.search(last):
             return None  # "Tell me if you want to change anything.", 想改什么随时告诉我。
         if kind == "content":
-            return "offer" if _YES_NO.search(re.split(r"[,，]\s*", last)[-1]) else "defer"
+            return "offer" if _ends_yes_no(last) else "defer"
         return "offer" if kind == "offer" else None
 
     def takes_up(self, line: str) -> bool:
@@ -398,7 +405,7 @@ class _Builder(Delegating):
         short = bool(unit.short) and not long and self.rng.random() < SHORT_P
         pool = unit.short if short else unit.system
         lang = self.seed.language  # a line that wants content back ("tell me the number") only where all do
-        pool = [x for x in pool if not asks_user(x, lang) or _YES_NO.search(re.split(r"[,，]\s*", x)[-1])] or pool
+        pool = [x for x in pool if not asks_user(x, lang) or _ends_yes_no(x)] or pool
         text = self.script.say(self.choose(pool))
         return self.script.compose(text, unit, short, ack=not dispreferred)  # ack + content + follow-on
 
